@@ -1,0 +1,77 @@
+import path from "node:path";
+
+export type LogLevel = "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+
+export interface Config {
+  /** Port of the gRPC server; 0 picks a free one. */
+  grpcPort: number;
+  /** Port of the HTTP server (transcoded API, dashboard); 0 picks a free one. */
+  httpPort: number;
+  /** Address both servers bind to. */
+  host: string;
+  /** PostgreSQL URL; when absent a private embedded PostgreSQL runs under dataDir. */
+  databaseUrl: string | undefined;
+  /** Where the embedded database (and later blobs) live. */
+  dataDir: string;
+  /** The bootstrap admin key, used only when the database has no API key yet. */
+  adminToken: string | undefined;
+  logLevel: LogLevel;
+  /** Connections in the PostgreSQL pool. */
+  databasePoolSize: number;
+  /** How long shutdown waits for in-flight calls before cancelling them. */
+  shutdownGraceMs: number;
+}
+
+const LOG_LEVELS: readonly LogLevel[] = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n  ${problems.join("\n  ")}`);
+    this.name = "ConfigError";
+  }
+}
+
+/** Reads every setting from the environment, validating all of them before failing once. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const problems: string[] = [];
+
+  const int = (name: string, fallback: number, min: number, max: number): number => {
+    const raw = env[name];
+    if (raw === undefined || raw === "") return fallback;
+    const value = Number(raw);
+    if (!/^\d+$/.test(raw.trim()) || !Number.isSafeInteger(value) || value < min || value > max) {
+      problems.push(`${name}: must be an integer from ${min} to ${max}, got "${raw}"`);
+      return fallback;
+    }
+    return value;
+  };
+
+  const databaseUrl = env.DATABASE_URL || undefined;
+  if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    problems.push(`DATABASE_URL: must be a postgres:// or postgresql:// URL`);
+  }
+
+  const adminToken = env.ADMIN_TOKEN || undefined;
+  if (adminToken !== undefined && (adminToken.length < 16 || adminToken.length > 200 || /\s/.test(adminToken))) {
+    problems.push(`ADMIN_TOKEN: must be 16..200 characters without spaces`);
+  }
+
+  const logLevel = (env.LOG_LEVEL || "info") as LogLevel;
+  if (!LOG_LEVELS.includes(logLevel)) {
+    problems.push(`LOG_LEVEL: must be one of ${LOG_LEVELS.join(", ")}, got "${env.LOG_LEVEL}"`);
+  }
+
+  const config: Config = {
+    grpcPort: int("GRPC_PORT", 50051, 0, 65535),
+    httpPort: int("HTTP_PORT", 8080, 0, 65535),
+    host: env.HOST || "0.0.0.0",
+    databaseUrl,
+    dataDir: path.resolve(env.DATA_DIR || "./data"),
+    adminToken,
+    logLevel,
+    databasePoolSize: int("DATABASE_POOL_SIZE", 10, 1, 1000),
+    shutdownGraceMs: int("SHUTDOWN_GRACE_MS", 10_000, 0, 600_000),
+  };
+  if (problems.length > 0) throw new ConfigError(problems);
+  return config;
+}

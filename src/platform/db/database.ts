@@ -1,0 +1,29 @@
+import { Kysely, PostgresDialect } from "kysely";
+import { Migrator, type MigrationProvider } from "kysely/migration";
+import pg from "pg";
+import type { Logger } from "../logger.js";
+import { migrations } from "./migrations/index.js";
+import type { Database } from "./schema.js";
+
+export type Db = Kysely<Database>;
+
+// int8 (counts) as number: every count this service returns fits in 2^53.
+pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
+
+export function createDb(url: string, poolSize: number): Db {
+  const pool = new pg.Pool({ connectionString: url, max: poolSize, application_name: "atrium" });
+  return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+}
+
+const provider: MigrationProvider = { getMigrations: async () => migrations };
+
+/** Applies pending migrations; concurrent replicas serialise on Kysely's migration lock. */
+export async function migrateToLatest(db: Db, logger: Logger): Promise<void> {
+  const migrator = new Migrator({ db, provider });
+  const { error, results } = await migrator.migrateToLatest();
+  for (const result of results ?? []) {
+    const log = result.status === "Error" ? logger.error.bind(logger) : logger.info.bind(logger);
+    log({ event: "migration", migration: result.migrationName, status: result.status }, "migration");
+  }
+  if (error) throw error instanceof Error ? error : new Error(String(error));
+}

@@ -1,0 +1,78 @@
+import type { ColumnType, Generated, Insertable, Selectable } from "kysely";
+
+/** Timestamps are read as Date and written as Date or left to their default. */
+type Timestamp = ColumnType<Date, Date | undefined, Date>;
+type NullableTimestamp = ColumnType<Date | null, Date | null | undefined, Date | null>;
+
+export interface AccountsTable {
+  id: Generated<string>;
+  name: string;
+  group_ids: ColumnType<string[], string[] | undefined, string[]>;
+  created_at: Timestamp;
+}
+
+export interface ApiKeysTable {
+  id: Generated<string>;
+  account_id: string;
+  name: string;
+  scopes: string[];
+  /** The first characters of the key, to recognise it in lists. */
+  prefix: string;
+  /** SHA-256 of the key, hex; the key itself is never stored. */
+  key_hash: string;
+  created_at: Timestamp;
+  expires_at: NullableTimestamp;
+  revoked_at: NullableTimestamp;
+}
+
+export interface NamespacesTable {
+  id: Generated<string>;
+  name: string;
+  comment: string | null;
+  owners: string;
+  token: string;
+  service_export_to: ColumnType<string[], string[] | undefined, string[]>;
+  metadata: ColumnType<Record<string, string>, string | undefined, string>;
+  sync_to_global_registry: ColumnType<boolean, boolean | undefined, boolean>;
+  created_by: string | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+/** Principals granted edit and delete rights on a namespace (Namespace.user_ids / group_ids). */
+export interface NamespaceGrantsTable {
+  namespace_id: string;
+  principal_kind: "user" | "group";
+  principal_id: string;
+}
+
+export interface ServicesTable {
+  id: Generated<string>;
+  namespace_id: string;
+  name: string;
+  created_at: Timestamp;
+}
+
+export interface InstancesTable {
+  id: Generated<string>;
+  service_id: string;
+  host: string;
+  port: number;
+  healthy: ColumnType<boolean, boolean | undefined, boolean>;
+  isolate: ColumnType<boolean, boolean | undefined, boolean>;
+  created_at: Timestamp;
+}
+
+export interface Database {
+  accounts: AccountsTable;
+  api_keys: ApiKeysTable;
+  namespaces: NamespacesTable;
+  namespace_grants: NamespaceGrantsTable;
+  services: ServicesTable;
+  instances: InstancesTable;
+}
+
+export type AccountRow = Selectable<AccountsTable>;
+export type ApiKeyRow = Selectable<ApiKeysTable>;
+export type NamespaceRow = Selectable<NamespacesTable>;
+export type NewNamespaceRow = Insertable<NamespacesTable>;

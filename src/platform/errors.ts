@@ -1,0 +1,102 @@
+import { status as Code } from "@grpc/grpc-js";
+import { Any } from "../../gen/google/protobuf/any.js";
+import { BadRequest, ErrorInfo } from "../../gen/google/rpc/error_details.js";
+import { Status } from "../../gen/google/rpc/status.js";
+
+export { Code };
+
+/** The domain of every google.rpc.ErrorInfo this service emits. */
+export const ERROR_DOMAIN = "atrium";
+
+export interface FieldViolation {
+  /** Path of the field in the request, proto names joined by dots (`namespace.name`, `items[2].url`). */
+  field: string;
+  description: string;
+}
+
+export interface RpcErrorOptions {
+  /** Stable, UPPER_SNAKE machine-readable cause, sent as ErrorInfo.reason. */
+  reason?: string;
+  fieldViolations?: FieldViolation[];
+  /** Extra ErrorInfo metadata (e.g. a request id, a shortfall). */
+  metadata?: Record<string, string>;
+}
+
+/**
+ * An error meant for the caller: a gRPC status code, a message, and rich details. Anything thrown
+ * that is not an RpcError is an internal error and is never shown to the caller.
+ */
+export class RpcError extends Error {
+  readonly code: Code;
+  readonly reason: string;
+  readonly fieldViolations: readonly FieldViolation[];
+  readonly metadata: Readonly<Record<string, string>>;
+
+  constructor(code: Code, message: string, options: RpcErrorOptions = {}) {
+    super(message);
+    this.name = "RpcError";
+    this.code = code;
+    this.reason = options.reason ?? Code[code];
+    this.fieldViolations = options.fieldViolations ?? [];
+    this.metadata = options.metadata ?? {};
+  }
+
+  /** google.rpc.Status with BadRequest (when there are field violations) and ErrorInfo details. */
+  toStatus(): Status {
+    const details: Any[] = [];
+    if (this.fieldViolations.length > 0) {
+      const badRequest = BadRequest.fromPartial({ fieldViolations: [...this.fieldViolations] });
+      details.push({ typeUrl: typeUrl("google.rpc.BadRequest"), value: Buffer.from(BadRequest.encode(badRequest).finish()) });
+    }
+    const info = ErrorInfo.fromPartial({ reason: this.reason, domain: ERROR_DOMAIN, metadata: { ...this.metadata } });
+    details.push({ typeUrl: typeUrl("google.rpc.ErrorInfo"), value: Buffer.from(ErrorInfo.encode(info).finish()) });
+    return { code: this.code, message: this.message, details };
+  }
+}
+
+function typeUrl(typeName: string): string {
+  return `type.googleapis.com/${typeName}`;
+}
+
+/** INVALID_ARGUMENT naming every bad field; the message lists them so plain clients see them too. */
+export function invalidArgument(violations: FieldViolation[], reason = "INVALID_ARGUMENT"): RpcError {
+  const message = violations.map((v) => `${v.field}: ${v.description}`).join("; ");
+  return new RpcError(Code.INVALID_ARGUMENT, message, { reason, fieldViolations: violations });
+}
+
+export function notFound(what: string, reason = "NOT_FOUND"): RpcError {
+  return new RpcError(Code.NOT_FOUND, `${what} not found`, { reason });
+}
+
+export function alreadyExists(what: string, reason = "ALREADY_EXISTS"): RpcError {
+  return new RpcError(Code.ALREADY_EXISTS, `${what} already exists`, { reason });
+}
+
+export function permissionDenied(message: string, reason = "PERMISSION_DENIED"): RpcError {
+  return new RpcError(Code.PERMISSION_DENIED, message, { reason });
+}
+
+export function failedPrecondition(message: string, reason: string, fieldViolations?: FieldViolation[]): RpcError {
+  return new RpcError(Code.FAILED_PRECONDITION, message, { reason, fieldViolations });
+}
+
+export function unauthenticated(message: string, reason = "UNAUTHENTICATED"): RpcError {
+  return new RpcError(Code.UNAUTHENTICATED, message, { reason });
+}
+
+/** Collects field violations while validating a request, then throws them all at once. */
+export class Violations {
+  private readonly list: FieldViolation[] = [];
+
+  add(field: string, description: string): void {
+    this.list.push({ field, description });
+  }
+
+  get isEmpty(): boolean {
+    return this.list.length === 0;
+  }
+
+  throwIfAny(): void {
+    if (this.list.length > 0) throw invalidArgument(this.list);
+  }
+}

@@ -1,0 +1,55 @@
+import type { MethodDefinition, ServiceDefinition } from "@grpc/grpc-js";
+import type { Credential, Principal, Scope } from "../platform/auth.js";
+import type { Logger } from "../platform/logger.js";
+
+/** What a handler knows about the call it serves, whichever transport carried it. */
+export interface CallContext {
+  /** Full method path, e.g. `/v1.NamespaceService/GetNamespace`. */
+  readonly method: string;
+  readonly requestId: string;
+  /** The caller; methods of a public service see an anonymous principal with no scopes. */
+  readonly principal: Principal;
+  /** Aborted when the client cancels, disconnects or its deadline passes. */
+  readonly signal: AbortSignal;
+  readonly logger: Logger;
+  /** Adds a response header (gRPC initial metadata, an HTTP response header). */
+  setResponseHeader(name: string, value: string): void;
+}
+
+export type UnaryHandler<Req, Res> = (request: Req, ctx: CallContext) => Promise<Res>;
+
+type HandlersOf<S extends ServiceDefinition> = {
+  [K in keyof S]: S[K] extends MethodDefinition<infer Req, infer Res> ? UnaryHandler<Req, Res> : never;
+};
+
+/** One gRPC service (ts-proto's grpc-js definition) with its handlers and the scope they need. */
+export interface ServiceImplementation<S extends ServiceDefinition = ServiceDefinition> {
+  definition: S;
+  scope: Scope;
+  handlers: HandlersOf<S>;
+}
+
+export function defineService<S extends ServiceDefinition>(
+  definition: S,
+  scope: Scope,
+  handlers: HandlersOf<S>,
+): ServiceImplementation {
+  return { definition, scope, handlers } as unknown as ServiceImplementation;
+}
+
+/** What a transport hands over with each call. */
+export interface IncomingCall {
+  transport: "grpc" | "http";
+  credential: Credential | undefined;
+  /** Aborted when the client goes away. */
+  signal: AbortSignal;
+  /** Epoch milliseconds, or undefined for no deadline. */
+  deadline: number | undefined;
+  /** A caller-supplied request id (x-request-id), used when well-formed. */
+  requestId: string | undefined;
+}
+
+export interface CallResult<Res> {
+  response: Res;
+  headers: Record<string, string>;
+}

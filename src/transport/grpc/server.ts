@@ -1,0 +1,133 @@
+import { createRequire } from "node:module";
+import path from "node:path";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+import { ReflectionService } from "@grpc/reflection";
+import { HealthImplementation, protoPath as healthProtoPath } from "grpc-health-check";
+import { Status } from "../../../gen/google/rpc/status.js";
+import { parseBearer } from "../../platform/auth.js";
+import type { RpcError } from "../../platform/errors.js";
+import type { IncomingCall } from "../call.js";
+import { fileDescriptorSetBytes } from "../descriptors.js";
+import type { Router } from "../router.js";
+
+export interface GrpcServer {
+  port: number;
+  /** Marks the server NOT_SERVING for health checks (first step of shutdown). */
+  setNotServing(): void;
+  /** Stops accepting calls, waits up to graceMs for in-flight ones, then cancels the rest. */
+  shutdown(graceMs: number): Promise<void>;
+}
+
+export async function startGrpcServer(router: Router, host: string, port: number): Promise<GrpcServer> {
+  const server = new grpc.Server({
+    "grpc.keepalive_permit_without_calls": 1,
+    "grpc.max_receive_message_length": 16 * 1024 * 1024,
+  });
+
+  const byService = new Map<grpc.ServiceDefinition, grpc.UntypedServiceImplementation>();
+  for (const method of router.methods.values()) {
+    let impl = byService.get(method.service.definition);
+    if (!impl) byService.set(method.service.definition, (impl = {}));
+    impl[method.key] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+      method.invoke(call.request, incomingCall(call)).then(
+        ({ response, headers }) => {
+          call.sendMetadata(toMetadata(headers));
+          callback(null, response);
+        },
+        (error: RpcError) => callback(toServiceError(error)),
+      );
+    };
+  }
+  for (const [definition, impl] of byService) server.addService(definition, impl);
+
+  const health = new HealthImplementation({ "": "SERVING" });
+  for (const definition of byService.keys()) {
+    const first = Object.values(definition)[0];
+    if (first) health.setStatus(serviceName(first.path), "SERVING");
+  }
+  health.addToServer(server);
+  new ReflectionService(reflectionPackage()).addToServer(server);
+
+  const boundPort = await new Promise<number>((resolve, reject) => {
+    server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (error, bound) =>
+      error ? reject(error) : resolve(bound),
+    );
+  });
+
+  return {
+    port: boundPort,
+    setNotServing: () => {
+      health.setStatus("", "NOT_SERVING");
+      for (const definition of byService.keys()) {
+        const first = Object.values(definition)[0];
+        if (first) health.setStatus(serviceName(first.path), "NOT_SERVING");
+      }
+    },
+    shutdown: (graceMs) =>
+      new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, graceMs);
+        server.tryShutdown(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      }),
+  };
+}
+
+function serviceName(methodPath: string): string {
+  return methodPath.split("/")[1] ?? "";
+}
+
+function incomingCall(call: grpc.ServerUnaryCall<unknown, unknown>): IncomingCall {
+  const controller = new AbortController();
+  call.on("cancelled", () => controller.abort(new Error("cancelled by the client")));
+  const token = parseBearer(String(call.metadata.get("authorization")[0] ?? ""));
+  const deadline = call.getDeadline();
+  const deadlineMs = deadline instanceof Date ? deadline.getTime() : deadline;
+  const requestId = call.metadata.get("x-request-id")[0];
+  return {
+    transport: "grpc",
+    credential: token ? { token, source: "bearer" } : undefined,
+    signal: controller.signal,
+    deadline: Number.isFinite(deadlineMs) ? deadlineMs : undefined,
+    requestId: typeof requestId === "string" ? requestId : undefined,
+  };
+}
+
+function toMetadata(headers: Record<string, string>): grpc.Metadata {
+  const metadata = new grpc.Metadata();
+  for (const [name, value] of Object.entries(headers)) metadata.set(name, value);
+  return metadata;
+}
+
+/** Status code, message, and google.rpc.Status (BadRequest, ErrorInfo) in grpc-status-details-bin. */
+function toServiceError(error: RpcError): Partial<grpc.StatusObject> {
+  const metadata = new grpc.Metadata();
+  metadata.set("grpc-status-details-bin", Buffer.from(Status.encode(error.toStatus()).finish()));
+  return { code: error.code, details: error.message, metadata };
+}
+
+/**
+ * Reflection serves our descriptor set plus the health and reflection protos, so that
+ * `grpcurl list` shows every service the server answers.
+ */
+function reflectionPackage(): protoLoader.PackageDefinition {
+  const require = createRequire(import.meta.url);
+  const reflectionProtoDir = path.join(path.dirname(require.resolve("@grpc/reflection")), "..", "proto");
+  const options: protoLoader.Options = { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true };
+  return {
+    ...protoLoader.loadFileDescriptorSetFromBuffer(fileDescriptorSetBytes, options),
+    ...protoLoader.loadSync(
+      [
+        healthProtoPath,
+        path.join(reflectionProtoDir, "grpc/reflection/v1/reflection.proto"),
+        path.join(reflectionProtoDir, "grpc/reflection/v1alpha/reflection.proto"),
+      ],
+      { ...options, includeDirs: [reflectionProtoDir] },
+    ),
+  };
+}

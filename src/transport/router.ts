@@ -1,0 +1,132 @@
+import { randomUUID } from "node:crypto";
+import type { MethodDefinition } from "@grpc/grpc-js";
+import { hasScope, type Authenticator, type Principal } from "../platform/auth.js";
+import { Code, permissionDenied, RpcError } from "../platform/errors.js";
+import type { Logger } from "../platform/logger.js";
+import type { CallContext, CallResult, IncomingCall, ServiceImplementation, UnaryHandler } from "./call.js";
+
+/** One unary method, ready to be invoked by either transport. */
+export interface RoutedMethod {
+  /** `/package.Service/Method` */
+  path: string;
+  /** The key of the method in ts-proto's service definition (e.g. `getNamespace`). */
+  key: string;
+  definition: MethodDefinition<unknown, unknown>;
+  service: ServiceImplementation;
+  invoke(request: unknown, call: IncomingCall): Promise<CallResult<unknown>>;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * The interceptor chain every call goes through, the same for gRPC and HTTP: request id, deadline,
+ * authentication and scope, the handler, error mapping (anything that is not an RpcError becomes an
+ * INTERNAL error carrying the request id, logged, never shown), and one log line per call.
+ */
+export class Router {
+  readonly methods = new Map<string, RoutedMethod>();
+
+  constructor(
+    services: ServiceImplementation[],
+    private readonly authenticate: Authenticator,
+    private readonly logger: Logger,
+  ) {
+    for (const service of services) {
+      for (const [key, definition] of Object.entries(service.definition)) {
+        const handler = (service.handlers as Record<string, UnaryHandler<unknown, unknown>>)[key];
+        if (!handler) throw new Error(`no handler for ${definition.path}`);
+        this.methods.set(definition.path, {
+          path: definition.path,
+          key,
+          definition: definition as MethodDefinition<unknown, unknown>,
+          service,
+          invoke: (request, call) => this.invoke(definition.path, service, handler, request, call),
+        });
+      }
+    }
+  }
+
+  private async invoke(
+    path: string,
+    service: ServiceImplementation,
+    handler: UnaryHandler<unknown, unknown>,
+    request: unknown,
+    call: IncomingCall,
+  ): Promise<CallResult<unknown>> {
+    const started = performance.now();
+    const requestId = call.requestId && REQUEST_ID.test(call.requestId) ? call.requestId : randomUUID();
+    const headers: Record<string, string> = { "x-request-id": requestId };
+    const controller = new AbortController();
+    const onAbort = () => controller.abort(call.signal.reason);
+    call.signal.addEventListener("abort", onAbort, { once: true });
+    let deadlineTimer: NodeJS.Timeout | undefined;
+    let principal: Principal | undefined;
+    try {
+      if (call.deadline !== undefined) {
+        const remaining = call.deadline - Date.now();
+        if (remaining <= 0) throw new RpcError(Code.DEADLINE_EXCEEDED, "deadline exceeded before the call started");
+        deadlineTimer = setTimeout(() => controller.abort(new Error("deadline exceeded")), remaining);
+      }
+      principal = await this.authenticate(call.credential);
+      if (!hasScope(principal, service.scope)) {
+        throw permissionDenied(`this API key lacks the "${service.scope}" scope`, "MISSING_SCOPE");
+      }
+      const ctx: CallContext = {
+        method: path,
+        requestId,
+        principal,
+        signal: controller.signal,
+        logger: this.logger,
+        setResponseHeader: (name, value) => {
+          headers[name.toLowerCase()] = value;
+        },
+      };
+      const response = await handler(request, ctx);
+      if (controller.signal.aborted && call.deadline !== undefined && Date.now() >= call.deadline) {
+        throw new RpcError(Code.DEADLINE_EXCEEDED, "deadline exceeded");
+      }
+      this.log(call, path, requestId, principal, Code.OK, started);
+      return { response, headers };
+    } catch (error) {
+      const rpcError = this.toRpcError(error, path, requestId);
+      this.log(call, path, requestId, principal, rpcError.code, started, rpcError);
+      throw rpcError;
+    } finally {
+      clearTimeout(deadlineTimer);
+      call.signal.removeEventListener("abort", onAbort);
+    }
+  }
+
+  private toRpcError(error: unknown, path: string, requestId: string): RpcError {
+    if (error instanceof RpcError) return error;
+    this.logger.error({ event: "rpc_internal_error", method: path, request_id: requestId, err: error }, "unexpected error");
+    return new RpcError(Code.INTERNAL, `internal error (request id ${requestId})`, {
+      reason: "INTERNAL",
+      metadata: { request_id: requestId },
+    });
+  }
+
+  private log(
+    call: IncomingCall,
+    method: string,
+    requestId: string,
+    principal: Principal | undefined,
+    code: Code,
+    started: number,
+    error?: RpcError,
+  ): void {
+    this.logger.info(
+      {
+        event: "rpc",
+        transport: call.transport,
+        method,
+        code: Code[code],
+        duration_ms: Math.round((performance.now() - started) * 1000) / 1000,
+        request_id: requestId,
+        account_id: principal?.accountId,
+        ...(error ? { reason: error.reason, message: error.message } : {}),
+      },
+      "rpc",
+    );
+  }
+}
