@@ -1,0 +1,45 @@
+import { AdminServiceService, type Account, type ApiKey } from "../../gen/auth/v1/admin_service.js";
+import type { AccountRow, ApiKeyRow } from "../platform/db/schema.js";
+import { defineService } from "../transport/call.js";
+import { pageOf } from "../platform/paging.js";
+import type { AuthService } from "./service.js";
+
+export function adminService(auth: AuthService) {
+  return defineService(AdminServiceService, "admin", {
+    createAccount: async (request) => ({ account: toAccount(await auth.createAccount(request.name, request.groupIds)) }),
+
+    listAccounts: async (request) => {
+      const { offset, limit } = pageOf(request, { defaultLimit: 100, maxLimit: 1000 });
+      const { amount, rows } = await auth.listAccounts(offset, limit);
+      return { amount, accounts: rows.map(toAccount) };
+    },
+
+    createApiKey: async (request) => {
+      const { row, key } = await auth.createApiKey(request.accountId, request.name, request.scopes, request.expireTime);
+      return { apiKey: toApiKey(row), key };
+    },
+
+    listApiKeys: async (request) => ({
+      apiKeys: (await auth.listApiKeys(request.accountId || undefined)).map(toApiKey),
+    }),
+
+    revokeApiKey: async (request) => ({ apiKey: toApiKey(await auth.revokeApiKey(request.keyId)) }),
+  });
+}
+
+function toAccount(row: AccountRow): Account {
+  return { id: row.id, name: row.name, groupIds: row.group_ids, createTime: row.created_at };
+}
+
+function toApiKey(row: ApiKeyRow): ApiKey {
+  return {
+    id: row.id,
+    accountId: row.account_id,
+    name: row.name,
+    scopes: row.scopes,
+    prefix: row.prefix,
+    createTime: row.created_at,
+    expireTime: row.expires_at ?? undefined,
+    revokeTime: row.revoked_at ?? undefined,
+  };
+}

@@ -1,0 +1,28 @@
+import * as adminMessages from "../../gen/auth/v1/admin_service.js";
+import { AdminServiceService } from "../../gen/auth/v1/admin_service.js";
+import * as namespaceMessages from "../../gen/v1/namespace_service.js";
+import { NamespaceServiceService } from "../../gen/v1/namespace_service.js";
+import { promiseClient, type ConnectOptions, type PromiseClient } from "./grpc.js";
+
+export { ApiError, Code } from "./errors.js";
+export type { CallSettings, ConnectOptions, PromiseClient } from "./grpc.js";
+
+export interface AtriumClient {
+  namespaces: PromiseClient<typeof NamespaceServiceService>;
+  admin: PromiseClient<typeof AdminServiceService>;
+  close(): void;
+}
+
+/** Typed promise clients for every service, over one address and API key. */
+export function createClient(options: ConnectOptions): AtriumClient {
+  const namespaces = promiseClient(NamespaceServiceService, namespaceMessages, options);
+  const admin = promiseClient(AdminServiceService, adminMessages, options);
+  return {
+    namespaces,
+    admin,
+    close: () => {
+      namespaces.close();
+      admin.close();
+    },
+  };
+}
