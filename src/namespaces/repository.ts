@@ -1,0 +1,175 @@
+import { sql } from "kysely";
+import type { Db } from "../platform/db/database.js";
+import type { NamespaceRow } from "../platform/db/schema.js";
+
+/** A namespace as stored, with its grants and the live counts of its services and instances. */
+export interface NamespaceRecord {
+  id: string;
+  name: string;
+  comment: string | null;
+  owners: string;
+  token: string;
+  serviceExportTo: string[];
+  metadata: Record<string, string>;
+  syncToGlobalRegistry: boolean;
+  createdBy: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+  grantedUsers: string[];
+  grantedGroups: string[];
+  serviceCount: number;
+  instanceCount: number;
+  healthyInstanceCount: number;
+}
+
+/** Loads namespaces (all of them, or those named) with grants and counts, in one query. */
+export async function loadNamespaces(db: Db, names?: string[]): Promise<NamespaceRecord[]> {
+  let query = db
+    .selectFrom("namespaces as n")
+    .selectAll("n")
+    .select([
+      sql<string[]>`coalesce((select array_agg(g.principal_id order by g.principal_id) from namespace_grants g
+        where g.namespace_id = n.id and g.principal_kind = 'user'), '{}')`.as("granted_users"),
+      sql<string[]>`coalesce((select array_agg(g.principal_id order by g.principal_id) from namespace_grants g
+        where g.namespace_id = n.id and g.principal_kind = 'group'), '{}')`.as("granted_groups"),
+      sql<number>`(select count(*) from services s where s.namespace_id = n.id)`.as("service_count"),
+      sql<number>`(select count(*) from instances i join services s on s.id = i.service_id
+        where s.namespace_id = n.id)`.as("instance_count"),
+      sql<number>`(select count(*) from instances i join services s on s.id = i.service_id
+        where s.namespace_id = n.id and i.healthy and not i.isolate)`.as("healthy_instance_count"),
+    ]);
+  if (names !== undefined) {
+    if (names.length === 0) return [];
+    query = query.where("n.name", "in", names);
+  }
+  const rows = await query.execute();
+  return rows.map((row) => ({
+    ...fromRow(row),
+    grantedUsers: row.granted_users,
+    grantedGroups: row.granted_groups,
+    serviceCount: row.service_count,
+    instanceCount: row.instance_count,
+    healthyInstanceCount: row.healthy_instance_count,
+  }));
+}
+
+function fromRow(row: NamespaceRow) {
+  return {
+    id: row.id,
+    name: row.name,
+    comment: row.comment,
+    owners: row.owners,
+    token: row.token,
+    serviceExportTo: row.service_export_to,
+    metadata: row.metadata,
+    syncToGlobalRegistry: row.sync_to_global_registry,
+    createdBy: row.created_by,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+export interface NewNamespace {
+  name: string;
+  comment: string | null;
+  owners: string;
+  token: string;
+  serviceExportTo: string[];
+  metadata: Record<string, string>;
+  syncToGlobalRegistry: boolean;
+  createdBy: string;
+}
+
+/** Inserts a namespace; undefined when the name is taken. */
+export async function insertNamespace(db: Db, ns: NewNamespace): Promise<NamespaceRow | undefined> {
+  return db
+    .insertInto("namespaces")
+    .values({
+      name: ns.name,
+      comment: ns.comment,
+      owners: ns.owners,
+      token: ns.token,
+      service_export_to: ns.serviceExportTo,
+      metadata: JSON.stringify(ns.metadata),
+      sync_to_global_registry: ns.syncToGlobalRegistry,
+      created_by: ns.createdBy,
+    })
+    .onConflict((oc) => oc.column("name").doNothing())
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/** Locks the namespace row for the rest of the transaction. */
+export async function lockNamespace(db: Db, name: string): Promise<NamespaceRow | undefined> {
+  return db.selectFrom("namespaces").selectAll().where("name", "=", name).forUpdate().executeTakeFirst();
+}
+
+export interface NamespacePatch {
+  comment?: string | null;
+  owners?: string;
+  serviceExportTo?: string[];
+  metadata?: Record<string, string>;
+  syncToGlobalRegistry?: boolean;
+  token?: string;
+}
+
+export async function updateNamespace(db: Db, id: string, patch: NamespacePatch): Promise<void> {
+  await db
+    .updateTable("namespaces")
+    .set({
+      ...(patch.comment !== undefined ? { comment: patch.comment } : {}),
+      ...(patch.owners !== undefined ? { owners: patch.owners } : {}),
+      ...(patch.serviceExportTo !== undefined ? { service_export_to: patch.serviceExportTo } : {}),
+      ...(patch.metadata !== undefined ? { metadata: JSON.stringify(patch.metadata) } : {}),
+      ...(patch.syncToGlobalRegistry !== undefined ? { sync_to_global_registry: patch.syncToGlobalRegistry } : {}),
+      ...(patch.token !== undefined ? { token: patch.token } : {}),
+      updated_at: sql<Date>`now()`,
+    })
+    .where("id", "=", id)
+    .execute();
+}
+
+export async function addGrants(db: Db, namespaceId: string, kind: "user" | "group", ids: string[]): Promise<void> {
+  if (ids.length === 0) return;
+  await db
+    .insertInto("namespace_grants")
+    .values(ids.map((principal_id) => ({ namespace_id: namespaceId, principal_kind: kind, principal_id })))
+    .onConflict((oc) => oc.doNothing())
+    .execute();
+}
+
+export async function removeGrants(db: Db, namespaceId: string, kind: "user" | "group", ids: string[]): Promise<void> {
+  if (ids.length === 0) return;
+  await db
+    .deleteFrom("namespace_grants")
+    .where("namespace_id", "=", namespaceId)
+    .where("principal_kind", "=", kind)
+    .where("principal_id", "in", ids)
+    .execute();
+}
+
+export async function grantsOf(db: Db, namespaceId: string): Promise<{ users: string[]; groups: string[] }> {
+  const rows = await db
+    .selectFrom("namespace_grants")
+    .select(["principal_kind", "principal_id"])
+    .where("namespace_id", "=", namespaceId)
+    .execute();
+  return {
+    users: rows.filter((r) => r.principal_kind === "user").map((r) => r.principal_id),
+    groups: rows.filter((r) => r.principal_kind === "group").map((r) => r.principal_id),
+  };
+}
+
+export async function hasServices(db: Db, namespaceId: string): Promise<boolean> {
+  const row = await db
+    .selectFrom("services")
+    .select("id")
+    .where("namespace_id", "=", namespaceId)
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+export async function deleteNamespace(db: Db, id: string): Promise<void> {
+  await db.deleteFrom("namespaces").where("id", "=", id).execute();
+}

@@ -1,0 +1,281 @@
+import { randomBytes } from "node:crypto";
+import type { Namespace } from "../../gen/v1/namespace.js";
+import { isAdmin, type Principal } from "../platform/auth.js";
+import type { Db } from "../platform/db/database.js";
+import type { Notifications } from "../platform/db/notifications.js";
+import {
+  alreadyExists,
+  failedPrecondition,
+  notFound,
+  permissionDenied,
+  RpcError,
+  Violations,
+} from "../platform/errors.js";
+import { NAMESPACES_CHANNEL, type NamespaceCache } from "./cache.js";
+import * as repo from "./repository.js";
+import type { NamespaceRecord } from "./repository.js";
+import {
+  checkName,
+  checkWritableFields,
+  IMMUTABLE_FIELDS,
+  ownersOf,
+  presentFields,
+  UPDATABLE_FIELDS,
+  wildcardMatcher,
+  type UpdatableField,
+} from "./rules.js";
+
+export const MAX_BATCH = 100;
+const MAX_FILTER = 1024;
+
+export interface ListFilters {
+  names: string[];
+  owners: string[];
+  offset: number;
+  limit: number;
+}
+
+export type BatchResult<T> = { ok: true; value: T } | { ok: false; error: RpcError };
+
+/** Namespace rules: validation, permissions, and writes that keep every replica's cache current. */
+export class NamespaceService {
+  constructor(
+    private readonly db: Db,
+    private readonly notifications: Notifications,
+    private readonly cache: NamespaceCache,
+  ) {}
+
+  /** Admins, owners, and granted users or groups may edit and delete a namespace. */
+  canEdit(principal: Principal, ns: Pick<NamespaceRecord, "owners" | "grantedUsers" | "grantedGroups">): boolean {
+    return (
+      isAdmin(principal) ||
+      ownersOf(ns.owners).includes(principal.accountId) ||
+      ns.grantedUsers.includes(principal.accountId) ||
+      ns.grantedGroups.some((g) => principal.groupIds.includes(g))
+    );
+  }
+
+  async create(principal: Principal, ns: Namespace | undefined, at = "namespace"): Promise<NamespaceRecord> {
+    const violations = new Violations();
+    if (!ns) {
+      violations.add(at, "is required");
+      violations.throwIfAny();
+    }
+    const input = ns!;
+    checkName(violations, `${at}.name`, input.name);
+    const fields = new Set<UpdatableField>(UPDATABLE_FIELDS.filter((f) => !f.startsWith("remove_")));
+    checkWritableFields(violations, at, input, fields);
+    violations.throwIfAny();
+    const name = input.name!;
+
+    const { echoed } = await this.db.transaction().execute(async (tx) => {
+      const row = await repo.insertNamespace(tx, {
+        name,
+        comment: input.comment ?? null,
+        owners: input.owners ?? principal.accountId,
+        token: newToken(),
+        serviceExportTo: dedupe(input.serviceExportTo),
+        metadata: input.metadata,
+        syncToGlobalRegistry: input.syncToGlobalRegistry,
+        createdBy: principal.accountId,
+      });
+      if (!row) throw alreadyExists(`namespace "${name}"`, "NAMESPACE_EXISTS");
+      await repo.addGrants(tx, row.id, "user", dedupe(input.userIds));
+      await repo.addGrants(tx, row.id, "group", dedupe(input.groupIds));
+      return this.notifications.notify(tx, NAMESPACES_CHANNEL, name);
+    });
+    return this.afterWrite(name, echoed);
+  }
+
+  async batchCreate(principal: Principal, list: Namespace[]): Promise<BatchResult<NamespaceRecord>[]> {
+    checkBatchSize(list.length, "namespaces");
+    const results: BatchResult<NamespaceRecord>[] = [];
+    for (const [i, ns] of list.entries()) {
+      results.push(await settle(() => this.create(principal, ns, `namespaces[${i}]`)));
+    }
+    return results;
+  }
+
+  async get(name: string): Promise<NamespaceRecord> {
+    const violations = new Violations();
+    checkName(violations, "name", name);
+    violations.throwIfAny();
+    const record = await this.cache.get(name);
+    if (!record) throw notFound(`namespace "${name}"`, "NAMESPACE_NOT_FOUND");
+    return record;
+  }
+
+  async list(filters: ListFilters): Promise<{ amount: number; records: NamespaceRecord[] }> {
+    const violations = new Violations();
+    for (const [field, values] of [
+      ["name", filters.names],
+      ["owner", filters.owners],
+    ] as const) {
+      values.forEach((v, i) => {
+        if (v.length > MAX_FILTER) violations.add(`${field}[${i}]`, `must be at most ${MAX_FILTER} characters`);
+      });
+    }
+    violations.throwIfAny();
+
+    const nameMatchers = filters.names.filter((n) => n !== "").map(wildcardMatcher);
+    const ownerMatchers = filters.owners.filter((o) => o !== "").map(wildcardMatcher);
+    let records = await this.cache.list();
+    if (nameMatchers.length > 0 || ownerMatchers.length > 0) {
+      records = records.filter(
+        (r) =>
+          (nameMatchers.length === 0 || nameMatchers.some((m) => m(r.name))) &&
+          (ownerMatchers.length === 0 || ownersOf(r.owners).some((o) => ownerMatchers.some((m) => m(o)))),
+      );
+    }
+    return { amount: records.length, records: records.slice(filters.offset, filters.offset + filters.limit) };
+  }
+
+  async update(principal: Principal, ns: Namespace | undefined, mask: string[]): Promise<NamespaceRecord> {
+    const violations = new Violations();
+    if (!ns) {
+      violations.add("namespace", "is required");
+      violations.throwIfAny();
+    }
+    const input = ns!;
+    checkName(violations, "namespace.name", input.name);
+    const fields = mask.length > 0 ? maskFields(violations, mask) : presentFields(input);
+    checkWritableFields(violations, "namespace", input, fields);
+    violations.throwIfAny();
+    const name = input.name!;
+
+    const { echoed } = await this.db.transaction().execute(async (tx) => {
+      const row = await repo.lockNamespace(tx, name);
+      if (!row) throw notFound(`namespace "${name}"`, "NAMESPACE_NOT_FOUND");
+      const grants = await repo.grantsOf(tx, row.id);
+      if (!this.canEdit(principal, { owners: row.owners, grantedUsers: grants.users, grantedGroups: grants.groups })) {
+        throw permissionDenied(`you may not edit namespace "${name}"`, "NAMESPACE_NOT_EDITABLE");
+      }
+      await repo.updateNamespace(tx, row.id, {
+        ...(fields.has("comment") ? { comment: input.comment ?? null } : {}),
+        ...(fields.has("owners") ? { owners: input.owners ?? "" } : {}),
+        ...(fields.has("service_export_to") ? { serviceExportTo: dedupe(input.serviceExportTo) } : {}),
+        ...(fields.has("metadata") ? { metadata: input.metadata } : {}),
+        ...(fields.has("sync_to_global_registry") ? { syncToGlobalRegistry: input.syncToGlobalRegistry } : {}),
+      });
+      if (fields.has("user_ids")) await repo.addGrants(tx, row.id, "user", dedupe(input.userIds));
+      if (fields.has("group_ids")) await repo.addGrants(tx, row.id, "group", dedupe(input.groupIds));
+      if (fields.has("remove_user_ids")) await repo.removeGrants(tx, row.id, "user", dedupe(input.removeUserIds));
+      if (fields.has("remove_group_ids")) await repo.removeGrants(tx, row.id, "group", dedupe(input.removeGroupIds));
+      return this.notifications.notify(tx, NAMESPACES_CHANNEL, name);
+    });
+    return this.afterWrite(name, echoed);
+  }
+
+  /** Deleting a namespace that does not exist succeeds. */
+  async delete(principal: Principal, name: string, at = "name"): Promise<void> {
+    const violations = new Violations();
+    checkName(violations, at, name);
+    violations.throwIfAny();
+    const { echoed } = await this.db.transaction().execute(async (tx) => {
+      const row = await repo.lockNamespace(tx, name);
+      if (!row) return { echoed: undefined };
+      const grants = await repo.grantsOf(tx, row.id);
+      if (!this.canEdit(principal, { owners: row.owners, grantedUsers: grants.users, grantedGroups: grants.groups })) {
+        throw permissionDenied(`you may not delete namespace "${name}"`, "NAMESPACE_NOT_DELETEABLE");
+      }
+      if (await repo.hasServices(tx, row.id)) throw namespaceHasServices(name);
+      try {
+        await repo.deleteNamespace(tx, row.id);
+      } catch (error) {
+        // A service registered between the check and the delete still holds the namespace.
+        if ((error as { code?: string }).code === "23503") throw namespaceHasServices(name);
+        throw error;
+      }
+      return this.notifications.notify(tx, NAMESPACES_CHANNEL, name);
+    });
+    if (echoed) {
+      this.cache.invalidate(name);
+      await echoed;
+    }
+  }
+
+  async batchDelete(principal: Principal, names: string[]): Promise<BatchResult<string>[]> {
+    checkBatchSize(names.length, "names");
+    const results: BatchResult<string>[] = [];
+    for (const [i, name] of names.entries()) {
+      results.push(await settle(async () => (await this.delete(principal, name, `names[${i}]`), name)));
+    }
+    return results;
+  }
+
+  async getToken(principal: Principal, name: string): Promise<string> {
+    const record = await this.get(name);
+    if (!this.canEdit(principal, record)) {
+      throw permissionDenied(`you may not read the token of namespace "${name}"`, "NAMESPACE_NOT_EDITABLE");
+    }
+    return record.token;
+  }
+
+  async rotateToken(principal: Principal, name: string): Promise<string> {
+    const violations = new Violations();
+    checkName(violations, "name", name);
+    violations.throwIfAny();
+    const token = newToken();
+    const { echoed } = await this.db.transaction().execute(async (tx) => {
+      const row = await repo.lockNamespace(tx, name);
+      if (!row) throw notFound(`namespace "${name}"`, "NAMESPACE_NOT_FOUND");
+      const grants = await repo.grantsOf(tx, row.id);
+      if (!this.canEdit(principal, { owners: row.owners, grantedUsers: grants.users, grantedGroups: grants.groups })) {
+        throw permissionDenied(`you may not rotate the token of namespace "${name}"`, "NAMESPACE_NOT_EDITABLE");
+      }
+      await repo.updateNamespace(tx, row.id, { token });
+      return this.notifications.notify(tx, NAMESPACES_CHANNEL, name);
+    });
+    this.cache.invalidate(name);
+    await echoed;
+    return token;
+  }
+
+  /** The local cache drops the entry at once; other replicas have it dropped once the echo is back. */
+  private async afterWrite(name: string, echoed: Promise<void>): Promise<NamespaceRecord> {
+    this.cache.invalidate(name);
+    await echoed;
+    const record = await this.cache.get(name);
+    if (!record) throw notFound(`namespace "${name}"`, "NAMESPACE_NOT_FOUND");
+    return record;
+  }
+}
+
+function maskFields(violations: Violations, paths: string[]): Set<UpdatableField> {
+  const fields = new Set<UpdatableField>();
+  paths.forEach((raw, i) => {
+    const path = raw.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+    if ((UPDATABLE_FIELDS as readonly string[]).includes(path)) fields.add(path as UpdatableField);
+    else if (IMMUTABLE_FIELDS.includes(path)) violations.add(`update_mask.paths[${i}]`, `"${raw}" cannot be changed`);
+    else violations.add(`update_mask.paths[${i}]`, `unknown field "${raw}"`);
+  });
+  return fields;
+}
+
+function checkBatchSize(size: number, field: string): void {
+  const violations = new Violations();
+  if (size === 0) violations.add(field, "must not be empty");
+  if (size > MAX_BATCH) violations.add(field, `at most ${MAX_BATCH} items per batch`);
+  violations.throwIfAny();
+}
+
+async function settle<T>(run: () => Promise<T>): Promise<BatchResult<T>> {
+  try {
+    return { ok: true, value: await run() };
+  } catch (error) {
+    if (error instanceof RpcError) return { ok: false, error };
+    throw error;
+  }
+}
+
+function namespaceHasServices(name: string): RpcError {
+  return failedPrecondition(`namespace "${name}" still has services; delete them first`, "NAMESPACE_HAS_SERVICES");
+}
+
+function newToken(): string {
+  return randomBytes(16).toString("hex");
+}
+
+function dedupe(values: string[]): string[] {
+  return [...new Set(values)];
+}
