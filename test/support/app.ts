@@ -1,0 +1,97 @@
+import { Writable } from "node:stream";
+import { startApp, type App } from "../../src/app.js";
+import { createClient, type AtriumClient } from "../../src/client/index.js";
+import { loadConfig, type Config } from "../../src/config.js";
+import { createLogger } from "../../src/platform/logger.js";
+
+export const ADMIN_TOKEN = "test-admin-token-0123456789";
+
+export interface TestApp {
+  app: App;
+  config: Config;
+  /** Every log line the app wrote, parsed. */
+  logs: Record<string, unknown>[];
+  grpcAddress: string;
+  httpUrl: string;
+  /** Clients authenticated with the admin key. */
+  admin: AtriumClient;
+  client(token?: string): AtriumClient;
+  /** An HTTP request to the app; JSON bodies are encoded, responses parsed. */
+  http(method: string, path: string, options?: HttpOptions): Promise<HttpResult>;
+  stop(): Promise<void>;
+}
+
+export interface HttpOptions {
+  token?: string;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+export interface HttpResult {
+  status: number;
+  headers: Headers;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  body: any;
+}
+
+/** Starts the whole service in-process on free ports against `databaseUrl`. */
+export async function startTestApp(databaseUrl: string, env: Record<string, string> = {}): Promise<TestApp> {
+  const config = loadConfig({
+    GRPC_PORT: "0",
+    HTTP_PORT: "0",
+    HOST: "127.0.0.1",
+    DATABASE_URL: databaseUrl,
+    ADMIN_TOKEN,
+    LOG_LEVEL: "info",
+    DATABASE_POOL_SIZE: "5",
+    SHUTDOWN_GRACE_MS: "2000",
+    ...env,
+  });
+  const logs: Record<string, unknown>[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      for (const line of chunk.toString("utf8").split("\n")) if (line.trim()) logs.push(JSON.parse(line));
+      callback();
+    },
+  });
+  const app = await startApp(config, createLogger(config.logLevel, sink));
+  const grpcAddress = `127.0.0.1:${app.grpcPort}`;
+  const httpUrl = `http://127.0.0.1:${app.httpPort}`;
+  const clients: AtriumClient[] = [];
+  const client = (token?: string) => {
+    const c = createClient({ address: grpcAddress, token });
+    clients.push(c);
+    return c;
+  };
+  return {
+    app,
+    config,
+    logs,
+    grpcAddress,
+    httpUrl,
+    admin: client(ADMIN_TOKEN),
+    client,
+    http: async (method, path, options = {}) => {
+      const headers: Record<string, string> = { ...options.headers };
+      if (options.token) headers.authorization = `Bearer ${options.token}`;
+      let body: string | undefined;
+      if (options.body !== undefined) {
+        body = typeof options.body === "string" ? options.body : JSON.stringify(options.body);
+        headers["content-type"] ??= "application/json";
+      }
+      const response = await fetch(httpUrl + path, { method, headers, body });
+      const text = await response.text();
+      let parsed: unknown = text;
+      try {
+        parsed = text ? JSON.parse(text) : undefined;
+      } catch {
+        // not JSON: keep the text
+      }
+      return { status: response.status, headers: response.headers, body: parsed };
+    },
+    stop: async () => {
+      for (const c of clients) c.close();
+      await app.stop();
+    },
+  };
+}
