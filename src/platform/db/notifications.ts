@@ -6,7 +6,8 @@ import type { Database } from "./schema.js";
 type Listener = (payload: string) => void;
 
 const ECHO_TIMEOUT_MS = 1_000;
-const RECONNECT_DELAY_MS = 500;
+const RECONNECT_MIN_MS = 250;
+const RECONNECT_MAX_MS = 10_000;
 
 /**
  * Cross-replica change notices over PostgreSQL LISTEN/NOTIFY on one dedicated connection. A notice
@@ -21,6 +22,7 @@ export class Notifications {
   private readonly echoWaiters = new Map<string, Set<() => void>>();
   private closed = false;
   private reconnectTimer: NodeJS.Timeout | undefined;
+  private reconnectDelay = RECONNECT_MIN_MS;
 
   constructor(
     private readonly url: string,
@@ -31,6 +33,7 @@ export class Notifications {
     await this.connect();
   }
 
+  /** Subscribes to a channel; register before start() (or the channel is joined on the next connect). */
   on(channel: string, listener: Listener): void {
     let set = this.listeners.get(channel);
     if (!set) this.listeners.set(channel, (set = new Set()));
@@ -96,14 +99,16 @@ export class Notifications {
     this.reconnectTimer = setTimeout(() => {
       this.connect()
         .then(() => {
+          this.reconnectDelay = RECONNECT_MIN_MS;
           this.logger.info({ event: "notifications_reconnected" }, "notification connection restored");
           for (const listener of this.reconnectListeners) listener();
         })
         .catch((error: unknown) => {
           this.logger.warn({ event: "notifications_reconnect_failed", err: error }, "notification reconnect failed");
+          this.reconnectDelay = Math.min(this.reconnectDelay * 2, RECONNECT_MAX_MS);
           if (!this.closed) this.scheduleReconnect();
         });
-    }, RECONNECT_DELAY_MS);
+    }, this.reconnectDelay);
     this.reconnectTimer.unref();
   }
 

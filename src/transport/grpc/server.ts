@@ -8,7 +8,9 @@ import { Status } from "../../../gen/google/rpc/status.js";
 import { parseBearer } from "../../platform/auth.js";
 import type { RpcError } from "../../platform/errors.js";
 import type { IncomingCall } from "../call.js";
-import { fileDescriptorSetBytes } from "../descriptors.js";
+import { toBinary } from "@bufbuild/protobuf";
+import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
+import { fileDescriptorSet } from "../descriptors.js";
 import type { Router } from "../router.js";
 
 export interface GrpcServer {
@@ -113,14 +115,21 @@ function toServiceError(error: RpcError): Partial<grpc.StatusObject> {
 
 /**
  * Reflection serves our descriptor set plus the health and reflection protos, so that
- * `grpcurl list` shows every service the server answers.
+ * `grpcurl list` shows every service the server answers. Our files go in as buf built them:
+ * proto-loader's re-serialisation merges files per package and loses what clients need to
+ * resolve services (and the comments `describe` shows). The reflection service only reads
+ * `fileDescriptorProtos` from each entry, so one entry carries them all.
  */
 function reflectionPackage(): protoLoader.PackageDefinition {
   const require = createRequire(import.meta.url);
   const reflectionProtoDir = path.join(path.dirname(require.resolve("@grpc/reflection")), "..", "proto");
   const options: protoLoader.Options = { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true };
+  const ours = {
+    format: "atrium-descriptor-set",
+    fileDescriptorProtos: fileDescriptorSet.file.map((file) => Buffer.from(toBinary(FileDescriptorProtoSchema, file))),
+  } as unknown as protoLoader.PackageDefinition[string];
   return {
-    ...protoLoader.loadFileDescriptorSetFromBuffer(fileDescriptorSetBytes, options),
+    "atrium.files": ours,
     ...protoLoader.loadSync(
       [
         healthProtoPath,
