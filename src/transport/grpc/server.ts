@@ -1,9 +1,7 @@
-import { createRequire } from "node:module";
-import path from "node:path";
 import * as grpc from "@grpc/grpc-js";
-import * as protoLoader from "@grpc/proto-loader";
+import type * as protoLoader from "@grpc/proto-loader";
 import { ReflectionService } from "@grpc/reflection";
-import { HealthImplementation, protoPath as healthProtoPath } from "grpc-health-check";
+import { HealthImplementation } from "grpc-health-check";
 import { Status } from "../../../gen/google/rpc/status.js";
 import { parseBearer } from "../../platform/auth.js";
 import type { RpcError } from "../../platform/errors.js";
@@ -114,29 +112,16 @@ function toServiceError(error: RpcError): Partial<grpc.StatusObject> {
 }
 
 /**
- * Reflection serves our descriptor set plus the health and reflection protos, so that
- * `grpcurl list` shows every service the server answers. Our files go in as buf built them:
- * proto-loader's re-serialisation merges files per package and loses what clients need to
- * resolve services (and the comments `describe` shows). The reflection service only reads
- * `fileDescriptorProtos` from each entry, so one entry carries them all.
+ * Reflection serves the descriptor set buf built (ours, the googleapis ones, health and reflection),
+ * file by file as compiled, so that `grpcurl list` and `describe` see every service with its
+ * comments. proto-loader's own descriptors are not used: it merges files per package and drops
+ * their imports, which leaves clients unable to resolve the services. The reflection service only
+ * reads `fileDescriptorProtos` from the definition's entries, so one entry carries them all.
  */
 function reflectionPackage(): protoLoader.PackageDefinition {
-  const require = createRequire(import.meta.url);
-  const reflectionProtoDir = path.join(path.dirname(require.resolve("@grpc/reflection")), "..", "proto");
-  const options: protoLoader.Options = { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true };
-  const ours = {
-    format: "atrium-descriptor-set",
+  const files = {
+    format: "buf descriptor set",
     fileDescriptorProtos: fileDescriptorSet.file.map((file) => Buffer.from(toBinary(FileDescriptorProtoSchema, file))),
-  } as unknown as protoLoader.PackageDefinition[string];
-  return {
-    "atrium.files": ours,
-    ...protoLoader.loadSync(
-      [
-        healthProtoPath,
-        path.join(reflectionProtoDir, "grpc/reflection/v1/reflection.proto"),
-        path.join(reflectionProtoDir, "grpc/reflection/v1alpha/reflection.proto"),
-      ],
-      { ...options, includeDirs: [reflectionProtoDir] },
-    ),
   };
+  return { "atrium.descriptors": files as unknown as protoLoader.PackageDefinition[string] };
 }
