@@ -23,8 +23,10 @@ $(NODE_DIR)/bin/node:
 	rm -rf $(NODE_DIR) && mv $(NODE_DIR).tmp/package $(NODE_DIR) && rm -rf $(NODE_DIR).tmp
 	@$(NODE_DIR)/bin/node --version
 
+# npm install (not npm ci): it keeps the lockfile's versions, and tolerates optional platform
+# packages (buf's macOS/Windows builds) that the registry mirror may not carry.
 node_modules/.installed: package.json package-lock.json $(NODE_BIN)
-	npm ci --no-audit --no-fund
+	npm install --no-audit --no-fund
 	@touch $@
 
 install: node_modules/.installed
