@@ -1,0 +1,58 @@
+/** A closed-loop load generator: `concurrency` workers call `call` back to back for `durationMs`. */
+export interface LoadResult {
+  name: string;
+  requests: number;
+  errors: number;
+  seconds: number;
+  perSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  firstError?: string;
+}
+
+export async function runLoad(
+  name: string,
+  call: (i: number) => Promise<unknown>,
+  { concurrency, durationMs, warmupMs = 1_000 }: { concurrency: number; durationMs: number; warmupMs?: number },
+): Promise<LoadResult> {
+  let counter = 0;
+  const warmupEnd = Date.now() + warmupMs;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (Date.now() < warmupEnd) await call(counter++).catch(() => undefined);
+    }),
+  );
+
+  const latencies: number[] = [];
+  let errors = 0;
+  let firstError: string | undefined;
+  const started = performance.now();
+  const end = Date.now() + durationMs;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (Date.now() < end) {
+        const t0 = performance.now();
+        try {
+          await call(counter++);
+          latencies.push(performance.now() - t0);
+        } catch (error) {
+          errors++;
+          firstError ??= String(error);
+        }
+      }
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  latencies.sort((a, b) => a - b);
+  const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN;
+  return {
+    name,
+    requests: latencies.length,
+    errors,
+    seconds,
+    perSecond: latencies.length / seconds,
+    p50Ms: at(0.5),
+    p99Ms: at(0.99),
+    firstError,
+  };
+}

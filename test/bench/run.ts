@@ -1,0 +1,71 @@
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { startEmbeddedPostgres } from "../../src/platform/db/embedded-postgres.js";
+import { createLogger } from "../../src/platform/logger.js";
+import type { LoadResult } from "./load.js";
+import { benchNamespaces } from "./namespaces.js";
+import { startServerProcess } from "./server-process.js";
+
+const ADMIN_TOKEN = "bench-admin-token-0123456789";
+
+/**
+ * `make bench`: the service as its own process on a private, durable PostgreSQL; every figure is
+ * printed next to a baseline measured in the same run, as a ratio.
+ */
+async function main(): Promise<void> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), "atrium-bench-"));
+  await fs.chmod(dir, 0o755);
+  const pg = await startEmbeddedPostgres(dir, createLogger("warn"));
+  const server = await startServerProcess({
+    DATABASE_URL: pg.url,
+    ADMIN_TOKEN,
+    LOG_LEVEL: process.env.LOG_LEVEL ?? "info",
+    DATABASE_POOL_SIZE: "20",
+  });
+  try {
+    console.log(`machine: ${os.cpus().length} cores, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, node ${process.version}`);
+    console.log("\n== namespaces (grpc-js client, concurrency 64) ==");
+    const ns = await benchNamespaces(server, ADMIN_TOKEN);
+    printTable(ns.results, ns.results[0]!);
+    console.log(`server RSS ${ns.memory.rssMiB.toFixed(0)} MiB (peak ${ns.memory.peakMiB.toFixed(0)} MiB)`);
+    const get = ns.results.find((r) => r.name === "GetNamespace")!;
+    const create = ns.results.find((r) => r.name === "CreateNamespace")!;
+    const noop = ns.results[0]!;
+    check("GetNamespace >= 70% of the no-op's requests/s", get.perSecond / noop.perSecond >= 0.7);
+    check("GetNamespace p99 < 20 ms", get.p99Ms < 20);
+    check("CreateNamespace >= 1,500/s", create.perSecond >= 1500);
+  } finally {
+    await server.stop();
+    await pg.stop();
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+}
+
+function printTable(results: LoadResult[], baseline: LoadResult): void {
+  console.log(
+    ["scenario".padEnd(44), "req/s".padStart(9), "ratio".padStart(7), "p50 ms".padStart(8), "p99 ms".padStart(8), "errors".padStart(7)].join(" "),
+  );
+  for (const r of results) {
+    console.log(
+      [
+        r.name.padEnd(44),
+        r.perSecond.toFixed(0).padStart(9),
+        (r.perSecond / baseline.perSecond).toFixed(2).padStart(7),
+        r.p50Ms.toFixed(2).padStart(8),
+        r.p99Ms.toFixed(2).padStart(8),
+        String(r.errors).padStart(7),
+      ].join(" "),
+    );
+    if (r.firstError) console.log(`    first error: ${r.firstError}`);
+  }
+}
+
+function check(target: string, met: boolean): void {
+  console.log(`${met ? "MET    " : "NOT MET"}  ${target}`);
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});
