@@ -24,6 +24,11 @@ export interface PathTemplate {
 
 export class PathTemplateError extends Error {}
 
+/** A (possibly dotted) proto field path: `name`, `namespace.name`. */
+const FIELD_PATH = /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$/;
+/** The custom verb after the last segment: a non-empty literal. */
+const VERB = /^[^/{}*:=]+$/;
+
 export function parsePathTemplate(source: string): PathTemplate {
   if (!source.startsWith("/")) throw new PathTemplateError(`path template must start with "/": ${source}`);
   let rest = source.slice(1);
@@ -34,6 +39,7 @@ export function parsePathTemplate(source: string): PathTemplate {
   if (colon >= 0) {
     verb = rest.slice(colon + 1);
     rest = rest.slice(0, colon);
+    if (!VERB.test(verb)) throw new PathTemplateError(`bad verb "${verb}" in ${source}`);
   }
 
   const segments: Segment[] = [];
@@ -46,6 +52,7 @@ export function parsePathTemplate(source: string): PathTemplate {
       const inner = part.slice(1, -1);
       const eq = inner.indexOf("=");
       const fieldPath = eq >= 0 ? inner.slice(0, eq) : inner;
+      if (!FIELD_PATH.test(fieldPath)) throw new PathTemplateError(`bad field path "${fieldPath}" in ${source}`);
       const pattern = eq >= 0 ? inner.slice(eq + 1).split("/") : ["*"];
       const start = i;
       for (const p of pattern) {

@@ -3,7 +3,8 @@ import type { AddressInfo } from "node:net";
 import { Code, RpcError } from "../../platform/errors.js";
 import type { Logger } from "../../platform/logger.js";
 import { writeJson, writeRpcError } from "./responses.js";
-import type { Transcoder } from "./transcoder.js";
+import { requestIdOf } from "../call.js";
+import type { RequestTarget, Transcoder } from "./transcoder.js";
 
 export interface HttpServer {
   port: number;
@@ -19,23 +20,37 @@ export async function startHttpServer(
   isServing: () => boolean,
 ): Promise<HttpServer> {
   const server = http.createServer({ keepAliveTimeout: 5_000, requestTimeout: 60_000 }, (req, res) => {
-    const url = new URL(req.url ?? "/", "http://localhost");
-    route(req, res, url).catch((error: unknown) => {
-      logger.error({ event: "http_internal_error", path: url.pathname, err: error }, "unexpected HTTP error");
-      writeRpcError(res, new RpcError(Code.INTERNAL, "internal error", { reason: "INTERNAL" }));
+    const url = requestTarget(req.url);
+    const requestId = requestIdOf(req.headers["x-request-id"]);
+    route(req, res, url, requestId).catch((error: unknown) => {
+      logger.error(
+        { event: "http_internal_error", path: url.pathname, request_id: requestId, err: error },
+        "unexpected HTTP error",
+      );
+      writeRpcError(
+        res,
+        new RpcError(Code.INTERNAL, `internal error (request id ${requestId})`, { reason: "INTERNAL" }),
+        { "x-request-id": requestId },
+      );
     });
   });
 
-  async function route(req: http.IncomingMessage, res: http.ServerResponse, url: URL): Promise<void> {
+  async function route(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    url: RequestTarget,
+    requestId: string,
+  ): Promise<void> {
     if (url.pathname === "/healthz") {
       const serving = isServing();
       writeJson(res, serving ? 200 : 503, { status: serving ? "SERVING" : "NOT_SERVING" });
       return;
     }
-    if (await transcoder.handle(req, res, url)) return;
+    if (await transcoder.handle(req, res, url, requestId)) return;
     writeRpcError(
       res,
       new RpcError(Code.NOT_FOUND, `no route for ${req.method} ${url.pathname}`, { reason: "NO_ROUTE" }),
+      { "x-request-id": requestId },
     );
   }
 
@@ -60,5 +75,20 @@ export async function startHttpServer(
         });
         server.closeIdleConnections();
       }),
+  };
+}
+
+/**
+ * The path exactly as sent (WHATWG URL parsing would fold `.`/`..` and `%2E%2E` segments, making a
+ * namespace named ".." unreachable and letting `/a/../b` reach `/b`) and the query parameters.
+ */
+export function requestTarget(raw: string | undefined): RequestTarget {
+  const target = raw ?? "/";
+  const q = target.indexOf("?");
+  const path = q >= 0 ? target.slice(0, q) : target;
+  return {
+    // An absolute-form target (`http://host/path`, sent to proxies) still routes by its path.
+    pathname: path.startsWith("/") ? path : new URL(path, "http://localhost").pathname,
+    searchParams: new URLSearchParams(q >= 0 ? target.slice(q + 1) : ""),
   };
 }

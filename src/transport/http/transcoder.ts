@@ -11,15 +11,30 @@ import {
   type JsonValue,
 } from "@bufbuild/protobuf";
 import { ScalarType } from "@bufbuild/protobuf";
+import { protoCamelCase, protoSnakeCase } from "@bufbuild/protobuf/reflect";
 import { parseBearer, type Credential } from "../../platform/auth.js";
 import { Code, invalidArgument, RpcError } from "../../platform/errors.js";
-import type { IncomingCall } from "../call.js";
+import { requestIdOf, type IncomingCall } from "../call.js";
 import { registry } from "../descriptors.js";
 import type { RoutedMethod, Router } from "../router.js";
 import { matchPathTemplate, parsePathTemplate, type PathTemplate } from "./path-template.js";
 import { writeJson, writeRpcError } from "./responses.js";
 
 export const MAX_JSON_BODY_BYTES = 1024 * 1024;
+/**
+ * A body over the limit is still read (and dropped) up to this many bytes, so the client, which is
+ * usually still sending, can read the 413 instead of seeing its connection reset; past it the
+ * connection is closed.
+ */
+const MAX_DISCARDED_BODY_BYTES = 64 * 1024 * 1024;
+
+/** What the transcoder needs of the request target: the path as sent (no dot-segment folding) and the query. */
+export interface RequestTarget {
+  pathname: string;
+  searchParams: URLSearchParams;
+}
+
+/** The same rule the router applies to incoming request ids. */
 
 interface Route {
   verb: string;
@@ -77,33 +92,41 @@ export class Transcoder {
   }
 
   /** Handles the request when a route matches its path; returns false otherwise. */
-  async handle(req: IncomingMessage, res: ServerResponse, url: URL): Promise<boolean> {
+  async handle(
+    req: IncomingMessage,
+    res: ServerResponse,
+    url: RequestTarget,
+    requestId = requestIdOf(req.headers["x-request-id"]),
+  ): Promise<boolean> {
     const match = this.match(req.method ?? "GET", url.pathname);
     if (match === undefined) return false;
+    const headers: Record<string, string> = { "x-request-id": requestId };
     if (match === "method-not-allowed") {
       writeRpcError(
         res,
         new RpcError(Code.UNIMPLEMENTED, `method ${req.method} is not allowed on ${url.pathname}`, {
           reason: "METHOD_NOT_ALLOWED",
         }),
-        {},
+        headers,
         405,
       );
       return true;
     }
     const { route, variables } = match;
-    const headers: Record<string, string> = {};
     try {
       const credential = credentialOf(req);
       checkCsrf(req, route, credential);
       const json = await this.buildRequestJson(req, url, route, variables);
       const request = decodeRequest(route, json);
-      const result = await route.method.invoke(request, incomingCall(req, res, credential));
+      const result = await route.method.invoke(request, incomingCall(res, credential, requestId));
       Object.assign(headers, result.headers);
       writeJson(res, 200, encodeResponse(route, result.response), headers);
     } catch (error) {
       if (error instanceof RpcError) {
-        writeRpcError(res, error, headers, error.reason === "BODY_TOO_LARGE" ? 413 : undefined);
+        const tooLarge = error.reason === "BODY_TOO_LARGE";
+        // A body left unread cannot be skipped to reach a next request on this connection.
+        if (tooLarge && !req.complete) headers.connection = "close";
+        writeRpcError(res, error, headers, tooLarge ? 413 : undefined);
       } else {
         throw error;
       }
@@ -124,7 +147,7 @@ export class Transcoder {
 
   private async buildRequestJson(
     req: IncomingMessage,
-    url: URL,
+    url: RequestTarget,
     route: Route,
     variables: Map<string, string>,
   ): Promise<JsonObject> {
@@ -136,8 +159,10 @@ export class Transcoder {
           throw invalidArgument([{ field: "body", description: "must be a JSON object" }]);
         }
         json = (body as JsonObject | undefined) ?? {};
+        normalizeKeys(route.input, json);
       } else if (body !== undefined) {
-        json[route.body] = body;
+        const field = findField(route.input, route.body);
+        json[route.body] = field ? normalizeValue(field, body) : body;
       }
     }
     const bound = new Set<string>();
@@ -178,7 +203,8 @@ const JSON_READ = { ignoreUnknownFields: true, registry };
 
 /**
  * protobuf-es reports a JSON type error by the innermost field (`StringValue.value`); this finds the
- * request field that holds the bad value by decoding one field at a time, descending into messages.
+ * request field that holds the bad value by decoding one field at a time, descending into messages,
+ * list items (`namespaces[1].name`) and map values (`labels["k"]`).
  */
 function locateJsonError(
   desc: DescMessage,
@@ -193,15 +219,32 @@ function locateJsonError(
       continue;
     } catch (error) {
       const path = prefix ? `${prefix}.${field.name}` : field.name;
-      if (
-        field.fieldKind === "message" &&
-        !field.message.typeName.startsWith("google.protobuf.") &&
-        typeof value === "object" &&
-        value !== null &&
-        !Array.isArray(value)
-      ) {
+      const element = (at: string, item: JsonValue, attempt: JsonValue) => {
+        try {
+          fromJson(desc, { [key]: attempt }, JSON_READ);
+          return undefined;
+        } catch (itemError) {
+          const inner = isPlainMessage(elementMessage(field)) && isObject(item)
+            ? locateJsonError(elementMessage(field)!, item, at)
+            : undefined;
+          return inner ?? { field: at, problem: describeJsonProblem(field, itemError, true) };
+        }
+      };
+      if (field.fieldKind === "message" && isPlainMessage(field.message) && isObject(value)) {
         const inner = locateJsonError(field.message, value, path);
         if (inner) return inner;
+      }
+      if (field.fieldKind === "list" && Array.isArray(value)) {
+        for (const [i, item] of value.entries()) {
+          const found = element(`${path}[${i}]`, item, [item]);
+          if (found) return found;
+        }
+      }
+      if (field.fieldKind === "map" && isObject(value)) {
+        for (const [k, item] of Object.entries(value)) {
+          const found = element(`${path}[${JSON.stringify(k)}]`, item, { [k]: item });
+          if (found) return found;
+        }
       }
       return { field: path, problem: describeJsonProblem(field, error) };
     }
@@ -209,34 +252,61 @@ function locateJsonError(
   return undefined;
 }
 
-function describeJsonProblem(field: DescField, error: unknown): string {
+function isObject(value: JsonValue | undefined): value is JsonObject {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** A message with the ordinary JSON object form (not a well-known type with its own). */
+function isPlainMessage(message: DescMessage | undefined): message is DescMessage {
+  return message !== undefined && !message.typeName.startsWith("google.protobuf.");
+}
+
+/** The message type of a message field, or of the items of a list or values of a map of messages. */
+function elementMessage(field: DescField): DescMessage | undefined {
+  if (field.fieldKind === "message") return field.message;
+  if (field.fieldKind === "list" && field.listKind === "message") return field.message;
+  if (field.fieldKind === "map" && field.mapKind === "message") return field.message;
+  return undefined;
+}
+
+/** What a bad value should have been; `element` describes one item of a list or value of a map. */
+function describeJsonProblem(field: DescField, error: unknown, element = false): string {
   const detail = (error instanceof Error ? error.message : String(error)).split(": ").at(-1);
-  const expected =
-    field.fieldKind === "list"
-      ? "a list"
-      : field.fieldKind === "map"
-        ? "an object"
-        : field.fieldKind === "message" && !field.message.typeName.startsWith("google.protobuf.")
-          ? "an object"
-          : field.fieldKind === "enum"
-            ? `one of ${field.enum.values.map((v) => v.name).join(", ")}`
-            : field.fieldKind === "scalar" || field.fieldKind === "message"
-              ? `a ${typeLabel(field)}`
-              : "a valid value";
+  let expected: string;
+  if (!element && field.fieldKind === "list") expected = "a list";
+  else if (!element && field.fieldKind === "map") expected = "an object";
+  else if (field.enum) expected = `one of ${field.enum.values.map((v) => v.name).join(", ")}`;
+  else if (field.message) expected = isPlainMessage(field.message) ? "an object" : withArticle(messageLabel(field.message));
+  else if (field.scalar !== undefined) expected = withArticle(scalarLabel(field.scalar));
+  else expected = "a valid value";
   return `must be ${expected} (${detail})`;
 }
 
-function typeLabel(field: DescField): string {
-  if (field.fieldKind === "message") {
-    const name = field.message.typeName.replace("google.protobuf.", "");
-    if (name === "Timestamp") return "RFC 3339 timestamp string";
-    if (name === "Duration") return "duration string such as \"1.5s\"";
-    if (name === "FieldMask") return "comma-separated field list";
-    if (name.endsWith("Value")) return name.replace("Value", "").toLowerCase().replace(/^u?int\d+$/, "integer");
-    return name;
-  }
-  if (field.fieldKind !== "scalar") return "value";
-  switch (field.scalar) {
+function withArticle(label: string): string {
+  return /^(?:[aeiou]|RFC)/i.test(label) ? `an ${label}` : `a ${label}`;
+}
+
+function messageLabel(message: DescMessage): string {
+  const name = message.typeName.replace("google.protobuf.", "");
+  if (name === "Timestamp") return "RFC 3339 timestamp string";
+  if (name === "Duration") return 'duration string such as "1.5s"';
+  if (name === "FieldMask") return "comma-separated field list";
+  const wrapped: Record<string, string> = {
+    BoolValue: "boolean",
+    StringValue: "string",
+    BytesValue: "base64 string",
+    DoubleValue: "number",
+    FloatValue: "number",
+    Int32Value: "integer",
+    UInt32Value: "integer",
+    Int64Value: "integer",
+    UInt64Value: "integer",
+  };
+  return wrapped[name] ?? name;
+}
+
+function scalarLabel(scalar: ScalarType): string {
+  switch (scalar) {
     case ScalarType.STRING:
       return "string";
     case ScalarType.BOOL:
@@ -262,8 +332,48 @@ function encodeResponse(route: Route, response: unknown): JsonValue {
   return value === undefined ? null : toJson(field.message, value as never, options);
 }
 
+/**
+ * The field a JSON key or query parameter names: its proto name, its JSON name, or the lowerCamel
+ * name protoc would derive (a field with `json_name = "service_export_to"` still accepts
+ * `serviceExportTo`, as a client that knows only the proto3 JSON convention would send).
+ */
 function findField(message: DescMessage, name: string): DescField | undefined {
-  return message.fields.find((f) => f.name === name || f.jsonName === name);
+  return (
+    message.fields.find((f) => f.name === name || f.jsonName === name) ??
+    message.fields.find((f) => protoCamelCase(f.name) === name)
+  );
+}
+
+/**
+ * Renames lowerCamel aliases (see findField) to proto names throughout a request object, in place,
+ * so the proto3 JSON reader sees names it knows; a key already given by its own name wins.
+ */
+function normalizeKeys(message: DescMessage, json: JsonObject): void {
+  if (message.typeName.startsWith("google.protobuf.")) return;
+  for (const key of Object.keys(json)) {
+    const field = findField(message, key);
+    if (!field) continue;
+    let target = key;
+    if (key !== field.name && key !== field.jsonName) {
+      target = field.name;
+      const value = json[key];
+      delete json[key];
+      if (Object.hasOwn(json, field.name) || Object.hasOwn(json, field.jsonName)) continue;
+      json[target] = value!;
+    }
+    json[target] = normalizeValue(field, json[target]!);
+  }
+}
+
+function normalizeValue(field: DescField, value: JsonValue): JsonValue {
+  if (field.fieldKind === "message" && isObject(value)) normalizeKeys(field.message, value);
+  if (field.fieldKind === "list" && field.listKind === "message" && Array.isArray(value)) {
+    for (const item of value) if (isObject(item)) normalizeKeys(field.message, item);
+  }
+  if (field.fieldKind === "map" && field.mapKind === "message" && isObject(value)) {
+    for (const item of Object.values(value)) if (isObject(item)) normalizeKeys(field.message, item);
+  }
+  return value;
 }
 
 /**
@@ -292,6 +402,19 @@ function setField(message: DescMessage, json: JsonObject, path: string[], raw: s
 }
 
 function scalarJson(field: DescField, raw: string): JsonValue {
+  if (field.fieldKind === "message" && field.message.typeName === "google.protobuf.FieldMask") {
+    // A query parameter lists paths as written (`update_mask=service_export_to,metadata`), like
+    // grpc-gateway; the JSON form the reader expects is lowerCamel.
+    return raw
+      .split(",")
+      .map((path) =>
+        path
+          .split(".")
+          .map((part) => (protoSnakeCase(protoCamelCase(part)) === part ? protoCamelCase(part) : part))
+          .join("."),
+      )
+      .join(",");
+  }
   const scalar =
     field.fieldKind === "scalar" || (field.fieldKind === "list" && field.listKind === "scalar")
       ? field.scalar
@@ -358,18 +481,7 @@ function checkCsrf(req: IncomingMessage, route: Route, credential: Credential | 
 }
 
 async function readJsonBody(req: IncomingMessage): Promise<JsonValue | undefined> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > MAX_JSON_BODY_BYTES) {
-      throw new RpcError(Code.INVALID_ARGUMENT, `request body exceeds ${MAX_JSON_BODY_BYTES} bytes`, {
-        reason: "BODY_TOO_LARGE",
-      });
-    }
-    chunks.push(chunk);
-  }
-  const text = Buffer.concat(chunks).toString("utf8");
+  const text = await readBodyText(req);
   if (text.trim() === "") return undefined;
   try {
     return JSON.parse(text) as JsonValue;
@@ -381,17 +493,54 @@ async function readJsonBody(req: IncomingMessage): Promise<JsonValue | undefined
   }
 }
 
-function incomingCall(req: IncomingMessage, res: ServerResponse, credential: Credential | undefined): IncomingCall {
+/**
+ * Reads the body, up to MAX_JSON_BODY_BYTES. A larger one is read to its end and dropped (up to
+ * MAX_DISCARDED_BODY_BYTES) before the 413 goes out: stopping to read while the client still writes
+ * would make the connection reset and the client lose the answer. Past that the 413 goes out at once
+ * and the connection is closed after it (see handle).
+ */
+function readBodyText(req: IncomingMessage): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const tooLarge = () =>
+      new RpcError(Code.INVALID_ARGUMENT, `request body exceeds ${MAX_JSON_BODY_BYTES} bytes`, {
+        reason: "BODY_TOO_LARGE",
+      });
+    const declared = Number(req.headers["content-length"] ?? "0");
+    if (declared > MAX_DISCARDED_BODY_BYTES) {
+      reject(tooLarge());
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let over = declared > MAX_JSON_BODY_BYTES;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_JSON_BODY_BYTES) over = true;
+      if (!over) {
+        chunks.push(chunk);
+        return;
+      }
+      chunks.length = 0;
+      if (size > MAX_DISCARDED_BODY_BYTES) {
+        req.off("data", onData);
+        req.pause();
+        reject(tooLarge());
+      }
+    };
+    req.on("data", onData);
+    req.on("end", () => (over ? reject(tooLarge()) : resolve(Buffer.concat(chunks).toString("utf8"))));
+    req.on("error", reject);
+    // After "end" this is a no-op; before it the client went away.
+    req.on("close", () => {
+      reject(new RpcError(Code.CANCELLED, "client disconnected", { reason: "CLIENT_DISCONNECTED" }));
+    });
+  });
+}
+
+function incomingCall(res: ServerResponse, credential: Credential | undefined, requestId: string): IncomingCall {
   const controller = new AbortController();
   res.on("close", () => {
     if (!res.writableFinished) controller.abort(new Error("client disconnected"));
   });
-  const requestId = req.headers["x-request-id"];
-  return {
-    transport: "http",
-    credential,
-    signal: controller.signal,
-    deadline: undefined,
-    requestId: typeof requestId === "string" ? requestId : undefined,
-  };
+  return { transport: "http", credential, signal: controller.signal, deadline: undefined, requestId };
 }
