@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { sql, type Transaction } from "kysely";
 import pg from "pg";
 import type { Logger } from "../logger.js";
@@ -5,7 +6,20 @@ import type { Database } from "./schema.js";
 
 type Listener = (payload: string) => void;
 
-const ECHO_TIMEOUT_MS = 1_000;
+interface AckWaiter {
+  /** Listening connections (replicas) counted when the notice was sent. */
+  expected: number;
+  received: number;
+  finish(): void;
+}
+
+const ACK_TIMEOUT_MS = 1_000;
+/** Every replica acknowledges each notice it has delivered here, with the notice's id as payload. */
+const ACK_CHANNEL = "atrium_ack";
+/** The application_name of a listening connection, set once it listens on every channel. */
+const LISTENER_NAME = "atrium-listen";
+/** A notice on the wire: `<uuid>:<payload>`. */
+const NOTICE = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}):(.*)$/s;
 const RECONNECT_MIN_MS = 250;
 const RECONNECT_MAX_MS = 10_000;
 
@@ -13,13 +27,14 @@ const RECONNECT_MAX_MS = 10_000;
  * Cross-replica change notices over PostgreSQL LISTEN/NOTIFY on one dedicated connection. A notice
  * sent inside a transaction is delivered to every replica (this one included) when it commits.
  * Caches subscribe to drop entries; after a lost connection every `onReconnect` callback runs,
- * because notices sent while disconnected are gone.
+ * because notices sent while disconnected are gone. Each replica acknowledges every notice once its
+ * listeners have run, so that a writer can wait until no replica still serves the old value.
  */
 export class Notifications {
   private client: pg.Client | undefined;
   private readonly listeners = new Map<string, Set<Listener>>();
   private readonly reconnectListeners = new Set<() => void>();
-  private readonly echoWaiters = new Map<string, Set<() => void>>();
+  private readonly ackWaiters = new Map<string, AckWaiter>();
   private closed = false;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private reconnectDelay = RECONNECT_MIN_MS;
@@ -45,27 +60,36 @@ export class Notifications {
   }
 
   /**
-   * Queues a notice in `tx`, delivered on commit. The returned promise settles once this replica
-   * has received the notice back (other replicas receive it at the same moment) or after a second;
-   * awaiting it after the commit makes the change visible on every replica before the caller hears
-   * back. It never rejects.
+   * Queues a notice in `tx`, delivered on commit. The returned promise settles once every replica
+   * listening when the notice was sent (this one included) has run its listeners and acknowledged
+   * it, or after a second (a replica that died meanwhile); awaiting it after the commit makes the
+   * change visible on every replica before the caller hears back. Waiting for this replica's own
+   * echo alone is not enough: the others' connections deliver the same notice a few milliseconds
+   * apart, sometimes after the caller's next request has reached them. It never rejects.
    */
   async notify(tx: Transaction<Database>, channel: string, payload: string): Promise<{ echoed: Promise<void> }> {
-    const key = `${channel}\u0000${payload}`;
+    const id = randomUUID();
+    let waiter!: AckWaiter;
     const echoed = new Promise<void>((resolve) => {
-      let waiters = this.echoWaiters.get(key);
-      if (!waiters) this.echoWaiters.set(key, (waiters = new Set()));
-      const done = () => {
-        clearTimeout(timer);
-        waiters.delete(done);
-        if (waiters.size === 0 && this.echoWaiters.get(key) === waiters) this.echoWaiters.delete(key);
-        resolve();
-      };
-      const timer = setTimeout(done, ECHO_TIMEOUT_MS);
+      const timer = setTimeout(() => waiter.finish(), ACK_TIMEOUT_MS);
       timer.unref();
-      waiters.add(done);
+      waiter = {
+        expected: Number.POSITIVE_INFINITY,
+        received: 0,
+        finish: () => {
+          clearTimeout(timer);
+          this.ackWaiters.delete(id);
+          resolve();
+        },
+      };
+      this.ackWaiters.set(id, waiter);
     });
-    await sql`select pg_notify(${channel}, ${payload})`.execute(tx);
+    const { rows } = await sql<{ replicas: number }>`
+      select pg_notify(${channel}, ${`${id}:${payload}`}),
+        (select count(*)::int from pg_stat_activity
+          where datname = current_database() and application_name = ${LISTENER_NAME}) as replicas`.execute(tx);
+    waiter.expected = rows[0]?.replicas ?? 0;
+    if (waiter.received >= waiter.expected) waiter.finish();
     return { echoed };
   }
 
@@ -78,8 +102,8 @@ export class Notifications {
   }
 
   private async connect(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.url, application_name: "atrium-listen" });
-    client.on("notification", (message) => this.deliver(message.channel, message.payload ?? ""));
+    const client = new pg.Client({ connectionString: this.url, application_name: `${LISTENER_NAME}-starting` });
+    client.on("notification", (message) => this.deliver(client, message.channel, message.payload ?? ""));
     client.on("error", (error) => {
       this.logger.warn({ event: "notifications_error", err: error }, "notification connection error");
     });
@@ -88,9 +112,11 @@ export class Notifications {
       if (!this.closed) this.scheduleReconnect();
     });
     await client.connect();
-    for (const channel of this.listeners.keys()) {
+    for (const channel of [ACK_CHANNEL, ...this.listeners.keys()]) {
       await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
     }
+    // Writers count this connection (and wait for its acknowledgements) only from now on.
+    await client.query(`SET application_name TO ${pg.escapeLiteral(LISTENER_NAME)}`);
     this.client = client;
   }
 
@@ -112,7 +138,14 @@ export class Notifications {
     this.reconnectTimer.unref();
   }
 
-  private deliver(channel: string, payload: string): void {
+  private deliver(client: pg.Client, channel: string, message: string): void {
+    if (channel === ACK_CHANNEL) {
+      const waiter = this.ackWaiters.get(message);
+      if (waiter && ++waiter.received >= waiter.expected) waiter.finish();
+      return;
+    }
+    const notice = NOTICE.exec(message);
+    const payload = notice ? notice[2]! : message;
     for (const listener of this.listeners.get(channel) ?? []) {
       try {
         listener(payload);
@@ -120,6 +153,10 @@ export class Notifications {
         this.logger.error({ event: "notification_listener_failed", channel, err: error }, "listener failed");
       }
     }
-    for (const done of [...(this.echoWaiters.get(`${channel}\u0000${payload}`) ?? [])]) done();
+    if (notice) {
+      client.query("select pg_notify($1, $2)", [ACK_CHANNEL, notice[1]]).catch((error: unknown) => {
+        this.logger.warn({ event: "notification_ack_failed", channel, err: error }, "could not acknowledge a notice");
+      });
+    }
   }
 }
