@@ -8,6 +8,11 @@ import { createDb, migrateToLatest, type Db } from "./platform/db/database.js";
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from "./platform/db/embedded-postgres.js";
 import { Notifications } from "./platform/db/notifications.js";
 import type { Logger } from "./platform/logger.js";
+import type { Authenticator } from "./platform/auth.js";
+import { ExpirySweeper } from "./registry/expiry.js";
+import { registryService } from "./registry/handlers.js";
+import { HeartbeatBatcher } from "./registry/heartbeats.js";
+import { RegistryService } from "./registry/service.js";
 import { startGrpcServer, type GrpcServer } from "./transport/grpc/server.js";
 import { startHttpServer, type HttpServer } from "./transport/http/server.js";
 import { Transcoder } from "./transport/http/transcoder.js";
@@ -38,9 +43,11 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
   const notifications = new Notifications(url, logger);
   let grpc: GrpcServer | undefined;
   let http: HttpServer | undefined;
+  let sweeper: ExpirySweeper | undefined;
   let serving = false;
 
   const closeStorage = async () => {
+    await sweeper?.stop();
     await notifications.stop();
     await db.destroy();
     await embedded?.stop();
@@ -52,10 +59,21 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
     const auth = new AuthService(db, notifications, logger);
     const namespaceCache = new NamespaceCache(db, notifications);
     const namespaces = new NamespaceService(db, notifications, namespaceCache);
+    const heartbeats = new HeartbeatBatcher(db, notifications, logger);
+    const registry = new RegistryService(db, notifications, namespaceCache, heartbeats);
+    sweeper = new ExpirySweeper(db, notifications, logger, config.expirySweepMs);
     await notifications.start();
     await auth.bootstrap(config.adminToken);
+    sweeper.start();
 
-    const router = new Router([adminService(auth), namespaceService(namespaces)], auth.authenticate, logger);
+    // Namespace tokens are all in memory, so they are checked first; anything else is an API key.
+    const authenticate: Authenticator = async (credential) =>
+      (credential && (await namespaces.principalOfToken(credential.token))) || auth.authenticate(credential);
+    const router = new Router(
+      [adminService(auth), namespaceService(namespaces), registryService(registry)],
+      authenticate,
+      logger,
+    );
     grpc = await startGrpcServer(router, config.host, config.grpcPort);
     http = await startHttpServer(new Transcoder(router), config.host, config.httpPort, logger, () => serving);
     serving = true;

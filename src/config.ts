@@ -20,6 +20,8 @@ export interface Config {
   databasePoolSize: number;
   /** How long shutdown waits for in-flight calls before cancelling them. */
   shutdownGraceMs: number;
+  /** How often each replica marks instances whose heartbeat TTL ran out unhealthy. */
+  expirySweepMs: number;
 }
 
 const LOG_LEVELS: readonly LogLevel[] = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
@@ -71,6 +73,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel,
     databasePoolSize: int("DATABASE_POOL_SIZE", 10, 1, 1000),
     shutdownGraceMs: int("SHUTDOWN_GRACE_MS", 10_000, 0, 600_000),
+    expirySweepMs: int("INSTANCE_EXPIRY_SWEEP_MS", 500, 50, 60_000),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;

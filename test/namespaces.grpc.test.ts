@@ -387,6 +387,19 @@ describe("auth on namespace calls", () => {
   });
 });
 
+describe("request ids", () => {
+  it("come back on failed calls too, matching the log line", async () => {
+    const error = await failure(
+      t.admin.namespaces.getNamespace({ name: "no-such" }, { metadata: { "x-request-id": "trace-abc.123" } }),
+    );
+    expect(error.responseMetadata.get("x-request-id")).toEqual(["trace-abc.123"]);
+    const generated = await failure(t.admin.namespaces.getNamespace({ name: "no-such" }));
+    const [id] = generated.responseMetadata.get("x-request-id");
+    expect(id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(t.logs.some((l) => l.event === "rpc" && l.request_id === id && l.code === "NOT_FOUND")).toBe(true);
+  });
+});
+
 describe("call logging", () => {
   it("writes one JSON line per call with method, code and duration", async () => {
     await t.admin.namespaces.getNamespace({ name: "logged-missing" }).catch(() => undefined);

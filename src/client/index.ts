@@ -2,6 +2,8 @@ import * as adminMessages from "../../gen/auth/v1/admin_service.js";
 import { AdminServiceService } from "../../gen/auth/v1/admin_service.js";
 import * as namespaceMessages from "../../gen/v1/namespace_service.js";
 import { NamespaceServiceService } from "../../gen/v1/namespace_service.js";
+import * as registryMessages from "../../gen/v1/registry_service.js";
+import { RegistryServiceService } from "../../gen/v1/registry_service.js";
 import { promiseClient, type ConnectOptions, type PromiseClient } from "./grpc.js";
 
 export { ApiError, Code } from "./errors.js";
@@ -9,6 +11,7 @@ export type { CallSettings, ConnectOptions, PromiseClient } from "./grpc.js";
 
 export interface AtriumClient {
   namespaces: PromiseClient<typeof NamespaceServiceService>;
+  registry: PromiseClient<typeof RegistryServiceService>;
   admin: PromiseClient<typeof AdminServiceService>;
   close(): void;
 }
@@ -16,12 +19,15 @@ export interface AtriumClient {
 /** Typed promise clients for every service, over one address and API key. */
 export function createClient(options: ConnectOptions): AtriumClient {
   const namespaces = promiseClient(NamespaceServiceService, namespaceMessages, options);
+  const registry = promiseClient(RegistryServiceService, registryMessages, options);
   const admin = promiseClient(AdminServiceService, adminMessages, options);
   return {
     namespaces,
+    registry,
     admin,
     close: () => {
       namespaces.close();
+      registry.close();
       admin.close();
     },
   };

@@ -17,6 +17,7 @@ export class NamespaceCache {
   private complete = false;
   private epoch = 0;
   private sorted: NamespaceRecord[] | undefined;
+  private byToken: Map<string, NamespaceRecord> | undefined;
 
   constructor(
     private readonly db: Db,
@@ -30,6 +31,7 @@ export class NamespaceCache {
     this.epoch++;
     this.byName.delete(name);
     this.sorted = undefined;
+    this.byToken = undefined;
     if (this.complete) this.stale.add(name);
   }
 
@@ -38,6 +40,7 @@ export class NamespaceCache {
     this.byName.clear();
     this.stale.clear();
     this.sorted = undefined;
+    this.byToken = undefined;
     this.complete = false;
   }
 
@@ -51,8 +54,16 @@ export class NamespaceCache {
       if (record) this.byName.set(name, record);
       this.stale.delete(name);
       this.sorted = undefined;
+      this.byToken = undefined;
     }
     return record;
+  }
+
+  /** The namespace whose token this is. */
+  async findByToken(token: string): Promise<NamespaceRecord | undefined> {
+    const records = await this.list();
+    this.byToken ??= new Map(records.map((r) => [r.token, r]));
+    return this.byToken.get(token);
   }
 
   /** All namespaces, newest modification first (ties by name). */
@@ -71,6 +82,7 @@ export class NamespaceCache {
       for (const record of records) this.byName.set(record.name, record);
       this.stale.clear();
       this.sorted = undefined;
+      this.byToken = undefined;
     }
     // Writes keep landing while we read: serve a consistent read without caching it.
     return sortByMtime(await loadNamespaces(this.db));

@@ -43,6 +43,21 @@ export function checkName(violations: Violations, field: string, name: string | 
   if (name === undefined || name === "") violations.add(field, "is required");
   else if (name.length > MAX_NAME) violations.add(field, `must be at most ${MAX_NAME} characters`);
   else if (!NAME_PATTERN.test(name)) violations.add(field, "may contain only letters, digits and - . / : _");
+  // "." and ".." would be path segments a URL client folds away (/v1/namespaces/.. is /v1/).
+  else if (name === "." || name === "..") violations.add(field, `"${name}" is reserved`);
+}
+
+/** Metadata of namespaces and instances: at most 64 entries, keys 1..128, values up to 4096 characters. */
+export function checkMetadata(violations: Violations, field: string, metadata: Record<string, string>): void {
+  const entries = Object.entries(metadata);
+  if (entries.length > MAX_METADATA_ENTRIES) violations.add(field, `at most ${MAX_METADATA_ENTRIES} entries`);
+  for (const [key, value] of entries) {
+    if (key === "" || key.length > MAX_METADATA_KEY) {
+      violations.add(`${field}[${JSON.stringify(key)}]`, `keys must be 1..${MAX_METADATA_KEY} characters`);
+    } else if (value.length > MAX_METADATA_VALUE) {
+      violations.add(`${field}[${JSON.stringify(key)}]`, `values must be at most ${MAX_METADATA_VALUE} characters`);
+    }
+  }
 }
 
 /** Checks the writable fields of `ns` that `fields` selects; `prefix` is the path of `ns` in the request. */
@@ -67,19 +82,7 @@ export function checkWritableFields(
       if (target !== "*") checkName(violations, `${at("service_export_to")}[${i}]`, target);
     });
   }
-  if (fields.has("metadata")) {
-    const entries = Object.entries(ns.metadata);
-    if (entries.length > MAX_METADATA_ENTRIES) {
-      violations.add(at("metadata"), `at most ${MAX_METADATA_ENTRIES} entries`);
-    }
-    for (const [key, value] of entries) {
-      if (key === "" || key.length > MAX_METADATA_KEY) {
-        violations.add(`${at("metadata")}[${JSON.stringify(key)}]`, `keys must be 1..${MAX_METADATA_KEY} characters`);
-      } else if (value.length > MAX_METADATA_VALUE) {
-        violations.add(`${at("metadata")}[${JSON.stringify(key)}]`, `values must be at most ${MAX_METADATA_VALUE} characters`);
-      }
-    }
-  }
+  if (fields.has("metadata")) checkMetadata(violations, at("metadata"), ns.metadata);
   const principals: [UpdatableField, string[]][] = [
     ["user_ids", ns.userIds],
     ["group_ids", ns.groupIds],

@@ -55,6 +55,12 @@ export class NamespaceService {
     );
   }
 
+  /** A namespace token authenticates as that namespace, with no scopes of its own. */
+  async principalOfToken(token: string): Promise<Principal | undefined> {
+    const record = await this.cache.findByToken(token);
+    return record && { accountId: "", keyId: "", scopes: new Set(), groupIds: [], namespace: record.name };
+  }
+
   async create(principal: Principal, ns: Namespace | undefined, at = "namespace"): Promise<NamespaceRecord> {
     const violations = new Violations();
     if (!ns) {

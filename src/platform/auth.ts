@@ -8,11 +8,15 @@ export function isScope(value: string): value is Scope {
 
 /** The authenticated caller of one request. */
 export interface Principal {
+  /** The API key's account; empty for a namespace token. */
   accountId: string;
+  /** The API key's id; empty for a namespace token. */
   keyId: string;
   scopes: ReadonlySet<Scope>;
   /** Groups of the key's account (namespace grants may name groups). */
   groupIds: readonly string[];
+  /** Set when the caller presented a namespace's token: it acts for that namespace only. */
+  namespace?: string;
 }
 
 export function hasScope(principal: Principal, scope: Scope): boolean {

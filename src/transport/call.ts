@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import type { MethodDefinition, ServiceDefinition } from "@grpc/grpc-js";
 import type { Credential, Principal, Scope } from "../platform/auth.js";
 import type { Logger } from "../platform/logger.js";
@@ -26,6 +27,8 @@ type HandlersOf<S extends ServiceDefinition> = {
 export interface ServiceImplementation<S extends ServiceDefinition = ServiceDefinition> {
   definition: S;
   scope: Scope;
+  /** Whether a namespace's token may call it (the handlers then confine it to its namespace). */
+  acceptsNamespaceTokens: boolean;
   handlers: HandlersOf<S>;
 }
 
@@ -33,8 +36,9 @@ export function defineService<S extends ServiceDefinition>(
   definition: S,
   scope: Scope,
   handlers: HandlersOf<S>,
+  { acceptsNamespaceTokens = false }: { acceptsNamespaceTokens?: boolean } = {},
 ): ServiceImplementation {
-  return { definition, scope, handlers } as unknown as ServiceImplementation;
+  return { definition, scope, handlers, acceptsNamespaceTokens } as unknown as ServiceImplementation;
 }
 
 /** What a transport hands over with each call. */
@@ -45,8 +49,15 @@ export interface IncomingCall {
   signal: AbortSignal;
   /** Epoch milliseconds, or undefined for no deadline. */
   deadline: number | undefined;
-  /** A caller-supplied request id (x-request-id), used when well-formed. */
-  requestId: string | undefined;
+  /** From requestIdOf: the caller's x-request-id when well-formed, else a new one. */
+  requestId: string;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** The caller's `x-request-id` when well-formed, else a new one; every response carries it back. */
+export function requestIdOf(incoming: unknown): string {
+  return typeof incoming === "string" && REQUEST_ID.test(incoming) ? incoming : randomUUID();
 }
 
 export interface CallResult<Res> {

@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import type { MethodDefinition } from "@grpc/grpc-js";
 import { hasScope, type Authenticator, type Principal } from "../platform/auth.js";
 import { Code, permissionDenied, RpcError } from "../platform/errors.js";
@@ -15,8 +14,6 @@ export interface RoutedMethod {
   service: ServiceImplementation;
   invoke(request: unknown, call: IncomingCall): Promise<CallResult<unknown>>;
 }
-
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /**
  * The interceptor chain every call goes through, the same for gRPC and HTTP: request id, deadline,
@@ -54,7 +51,7 @@ export class Router {
     call: IncomingCall,
   ): Promise<CallResult<unknown>> {
     const started = performance.now();
-    const requestId = call.requestId && REQUEST_ID.test(call.requestId) ? call.requestId : randomUUID();
+    const { requestId } = call;
     const headers: Record<string, string> = { "x-request-id": requestId };
     const controller = new AbortController();
     const onAbort = () => controller.abort(call.signal.reason);
@@ -68,7 +65,11 @@ export class Router {
         deadlineTimer = setTimeout(() => controller.abort(new Error("deadline exceeded")), remaining);
       }
       principal = await this.authenticate(call.credential);
-      if (!hasScope(principal, service.scope)) {
+      if (principal.namespace !== undefined) {
+        if (!service.acceptsNamespaceTokens) {
+          throw permissionDenied(`${path} does not accept namespace tokens; use an API key`, "NAMESPACE_TOKEN_NOT_ALLOWED");
+        }
+      } else if (!hasScope(principal, service.scope)) {
         throw permissionDenied(`this API key lacks the "${service.scope}" scope`, "MISSING_SCOPE");
       }
       const ctx: CallContext = {

@@ -60,6 +60,12 @@ export interface InstancesTable {
   port: number;
   healthy: ColumnType<boolean, boolean | undefined, boolean>;
   isolate: ColumnType<boolean, boolean | undefined, boolean>;
+  weight: ColumnType<number, number | undefined, number>;
+  metadata: ColumnType<Record<string, string>, string | undefined, string>;
+  ttl_seconds: ColumnType<number, number | undefined, number>;
+  last_heartbeat_at: Timestamp;
+  /** last_heartbeat_at + ttl_seconds: when the instance turns unhealthy without a heartbeat. */
+  expires_at: Timestamp;
   created_at: Timestamp;
 }
 
@@ -76,3 +82,5 @@ export type AccountRow = Selectable<AccountsTable>;
 export type ApiKeyRow = Selectable<ApiKeysTable>;
 export type NamespaceRow = Selectable<NamespacesTable>;
 export type NewNamespaceRow = Insertable<NamespacesTable>;
+export type ServiceRow = Selectable<ServicesTable>;
+export type InstanceRow = Selectable<InstancesTable>;

@@ -5,7 +5,7 @@ import { HealthImplementation } from "grpc-health-check";
 import { Status } from "../../../gen/google/rpc/status.js";
 import { parseBearer } from "../../platform/auth.js";
 import type { RpcError } from "../../platform/errors.js";
-import type { IncomingCall } from "../call.js";
+import { requestIdOf, type IncomingCall } from "../call.js";
 import { toBinary } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { fileDescriptorSet } from "../descriptors.js";
@@ -30,12 +30,13 @@ export async function startGrpcServer(router: Router, host: string, port: number
     let impl = byService.get(method.service.definition);
     if (!impl) byService.set(method.service.definition, (impl = {}));
     impl[method.key] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
-      method.invoke(call.request, incomingCall(call)).then(
+      const incoming = incomingCall(call);
+      method.invoke(call.request, incoming).then(
         ({ response, headers }) => {
           call.sendMetadata(toMetadata(headers));
           callback(null, response);
         },
-        (error: RpcError) => callback(toServiceError(error)),
+        (error: RpcError) => callback(toServiceError(error, incoming.requestId)),
       );
     };
   }
@@ -88,13 +89,12 @@ function incomingCall(call: grpc.ServerUnaryCall<unknown, unknown>): IncomingCal
   const token = parseBearer(String(call.metadata.get("authorization")[0] ?? ""));
   const deadline = call.getDeadline();
   const deadlineMs = deadline instanceof Date ? deadline.getTime() : deadline;
-  const requestId = call.metadata.get("x-request-id")[0];
   return {
     transport: "grpc",
     credential: token ? { token, source: "bearer" } : undefined,
     signal: controller.signal,
     deadline: Number.isFinite(deadlineMs) ? deadlineMs : undefined,
-    requestId: typeof requestId === "string" ? requestId : undefined,
+    requestId: requestIdOf(call.metadata.get("x-request-id")[0]),
   };
 }
 
@@ -105,8 +105,9 @@ function toMetadata(headers: Record<string, string>): grpc.Metadata {
 }
 
 /** Status code, message, and google.rpc.Status (BadRequest, ErrorInfo) in grpc-status-details-bin. */
-function toServiceError(error: RpcError): Partial<grpc.StatusObject> {
+function toServiceError(error: RpcError, requestId: string): Partial<grpc.StatusObject> {
   const metadata = new grpc.Metadata();
+  metadata.set("x-request-id", requestId);
   metadata.set("grpc-status-details-bin", Buffer.from(Status.encode(error.toStatus()).finish()));
   return { code: error.code, details: error.message, metadata };
 }

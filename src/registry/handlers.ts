@@ -1,0 +1,70 @@
+import { RegistryServiceService, type Instance } from "../../gen/v1/registry_service.js";
+import { pageOf } from "../platform/paging.js";
+import { defineService } from "../transport/call.js";
+import type { InstanceRecord } from "./repository.js";
+import type { RegistryService } from "./service.js";
+
+export function registryService(registry: RegistryService) {
+  return defineService(
+    RegistryServiceService,
+    "namespaces",
+    {
+      registerInstance: async (request, ctx) => ({
+        instance: toInstance(request.namespace, await registry.register(ctx.principal, request)),
+      }),
+
+      deregisterInstance: async (request, ctx) => {
+        await registry.deregister(ctx.principal, request);
+        return {};
+      },
+
+      heartbeat: async (request, ctx) => ({ expireTime: await registry.heartbeat(ctx.principal, request) }),
+
+      updateInstance: async (request, ctx) => ({
+        instance: toInstance(request.namespace, await registry.update(ctx.principal, request)),
+      }),
+
+      listServices: async (request, ctx) => {
+        const { offset, limit } = pageOf(request, { defaultLimit: 100, maxLimit: 1000 });
+        const { amount, services } = await registry.listServices(ctx.principal, request.namespace, offset, limit);
+        return {
+          amount,
+          services: services.map((s) => ({
+            namespace: request.namespace,
+            name: s.name,
+            instanceCount: s.instanceCount,
+            healthyInstanceCount: s.healthyInstanceCount,
+            createTime: s.createdAt,
+          })),
+        };
+      },
+
+      listInstances: async (request, ctx) => ({
+        instances: (await registry.listInstances(ctx.principal, request)).map((i) => toInstance(request.namespace, i)),
+      }),
+
+      deleteService: async (request, ctx) => {
+        await registry.deleteService(ctx.principal, request);
+        return {};
+      },
+    },
+    { acceptsNamespaceTokens: true },
+  );
+}
+
+function toInstance(namespace: string, row: InstanceRecord): Instance {
+  return {
+    id: row.id,
+    namespace,
+    service: row.service_name,
+    host: row.host,
+    port: row.port,
+    weight: row.weight,
+    metadata: row.metadata,
+    ttlSeconds: row.ttl_seconds,
+    healthy: row.healthy,
+    isolate: row.isolate,
+    lastHeartbeatTime: row.last_heartbeat_at,
+    createTime: row.created_at,
+  };
+}

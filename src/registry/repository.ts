@@ -1,0 +1,249 @@
+import { sql } from "kysely";
+import type { Db } from "../platform/db/database.js";
+import type { InstanceRow } from "../platform/db/schema.js";
+
+export interface ServiceSummary {
+  name: string;
+  createdAt: Date;
+  instanceCount: number;
+  healthyInstanceCount: number;
+}
+
+export interface InstanceRecord extends InstanceRow {
+  service_name: string;
+}
+
+/** The namespace's id, share-locked for the transaction so it cannot be deleted underneath. */
+export async function lockNamespaceShared(db: Db, name: string): Promise<string | undefined> {
+  const row = await db.selectFrom("namespaces").select("id").where("name", "=", name).forShare().executeTakeFirst();
+  return row?.id;
+}
+
+export async function namespaceIdOf(db: Db, name: string): Promise<string | undefined> {
+  const row = await db.selectFrom("namespaces").select("id").where("name", "=", name).executeTakeFirst();
+  return row?.id;
+}
+
+/** The service's id, creating the service when it is new. */
+export async function ensureService(db: Db, namespaceId: string, name: string): Promise<string> {
+  const inserted = await db
+    .insertInto("services")
+    .values({ namespace_id: namespaceId, name })
+    .onConflict((oc) => oc.columns(["namespace_id", "name"]).doNothing())
+    .returning("id")
+    .executeTakeFirst();
+  if (inserted) return inserted.id;
+  const row = await db
+    .selectFrom("services")
+    .select("id")
+    .where("namespace_id", "=", namespaceId)
+    .where("name", "=", name)
+    .executeTakeFirstOrThrow();
+  return row.id;
+}
+
+export interface InstanceInput {
+  host: string;
+  port: number;
+  weight: number;
+  metadata: Record<string, string>;
+  ttlSeconds: number;
+}
+
+/** Inserts the instance, or updates the one at the same host and port; either way it is healthy now. */
+export async function upsertInstance(db: Db, serviceId: string, input: InstanceInput): Promise<InstanceRow> {
+  return db
+    .insertInto("instances")
+    .values({
+      service_id: serviceId,
+      host: input.host,
+      port: input.port,
+      weight: input.weight,
+      metadata: JSON.stringify(input.metadata),
+      ttl_seconds: input.ttlSeconds,
+      healthy: true,
+      last_heartbeat_at: sql<Date>`now()`,
+      expires_at: sql<Date>`now() + make_interval(secs => ${input.ttlSeconds})`,
+    })
+    .onConflict((oc) =>
+      oc.columns(["service_id", "host", "port"]).doUpdateSet((eb) => ({
+        weight: eb.ref("excluded.weight"),
+        metadata: eb.ref("excluded.metadata"),
+        ttl_seconds: eb.ref("excluded.ttl_seconds"),
+        healthy: true,
+        last_heartbeat_at: sql<Date>`now()`,
+        expires_at: eb.ref("excluded.expires_at"),
+      })),
+    )
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+function instancesIn(db: Db, namespaceId: string) {
+  return db
+    .selectFrom("instances as i")
+    .innerJoin("services as s", "s.id", "i.service_id")
+    .selectAll("i")
+    .select("s.name as service_name")
+    .where("s.namespace_id", "=", namespaceId);
+}
+
+export async function findInstance(
+  db: Db,
+  namespaceId: string,
+  service: string,
+  instanceId: string,
+): Promise<InstanceRecord | undefined> {
+  return instancesIn(db, namespaceId).where("s.name", "=", service).where("i.id", "=", instanceId).executeTakeFirst();
+}
+
+export async function listInstances(
+  db: Db,
+  namespaceId: string,
+  service: string,
+  healthyOnly: boolean,
+): Promise<InstanceRecord[]> {
+  let query = instancesIn(db, namespaceId).where("s.name", "=", service);
+  if (healthyOnly) query = query.where("i.healthy", "=", true).where("i.isolate", "=", false);
+  return query.orderBy("i.host").orderBy("i.port").execute();
+}
+
+export async function serviceExists(db: Db, namespaceId: string, service: string): Promise<boolean> {
+  const row = await db
+    .selectFrom("services")
+    .select("id")
+    .where("namespace_id", "=", namespaceId)
+    .where("name", "=", service)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+export async function deleteInstance(db: Db, instanceId: string): Promise<void> {
+  await db.deleteFrom("instances").where("id", "=", instanceId).execute();
+}
+
+export async function updateInstance(
+  db: Db,
+  instanceId: string,
+  patch: { weight?: number; metadata?: Record<string, string>; isolate?: boolean },
+): Promise<void> {
+  await db
+    .updateTable("instances")
+    .set({
+      ...(patch.weight !== undefined ? { weight: patch.weight } : {}),
+      ...(patch.metadata !== undefined ? { metadata: JSON.stringify(patch.metadata) } : {}),
+      ...(patch.isolate !== undefined ? { isolate: patch.isolate } : {}),
+    })
+    .where("id", "=", instanceId)
+    .execute();
+}
+
+export async function listServices(
+  db: Db,
+  namespaceId: string,
+  offset: number,
+  limit: number,
+): Promise<{ amount: number; services: ServiceSummary[] }> {
+  const [rows, count] = await Promise.all([
+    db
+      .selectFrom("services as s")
+      .select([
+        "s.name",
+        "s.created_at",
+        sql<number>`(select count(*) from instances i where i.service_id = s.id)`.as("instance_count"),
+        sql<number>`(select count(*) from instances i where i.service_id = s.id and i.healthy and not i.isolate)`.as(
+          "healthy_count",
+        ),
+      ])
+      .where("s.namespace_id", "=", namespaceId)
+      .orderBy("s.name")
+      .offset(offset)
+      .limit(limit)
+      .execute(),
+    db
+      .selectFrom("services")
+      .select(sql<number>`count(*)`.as("n"))
+      .where("namespace_id", "=", namespaceId)
+      .executeTakeFirstOrThrow(),
+  ]);
+  return {
+    amount: count.n,
+    services: rows.map((r) => ({
+      name: r.name,
+      createdAt: r.created_at,
+      instanceCount: r.instance_count,
+      healthyInstanceCount: r.healthy_count,
+    })),
+  };
+}
+
+/** Deletes the service and (by cascade) its instances; false when there was no such service. */
+export async function deleteService(db: Db, namespaceId: string, service: string): Promise<boolean> {
+  const row = await db
+    .deleteFrom("services")
+    .where("namespace_id", "=", namespaceId)
+    .where("name", "=", service)
+    .returning("id")
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+export interface HeartbeatTarget {
+  instanceId: string;
+  namespace: string;
+  service: string;
+}
+
+export interface HeartbeatOutcome {
+  instanceId: string;
+  namespace: string;
+  expiresAt: Date;
+  /** The instance was unhealthy before this heartbeat. */
+  revived: boolean;
+}
+
+/**
+ * Renews many instances in one statement. Rows are locked in id order so concurrent batches (from
+ * several replicas) cannot deadlock; an instance is renewed only when it belongs to the named
+ * namespace and service.
+ */
+export async function renewInstances(db: Db, targets: HeartbeatTarget[]): Promise<HeartbeatOutcome[]> {
+  const result = await sql<{ id: string; namespace: string; expires_at: Date; was_healthy: boolean }>`
+    with req as (
+      select * from unnest(${targets.map((t) => t.instanceId)}::uuid[], ${targets.map((t) => t.namespace)}::text[],
+                           ${targets.map((t) => t.service)}::text[]) as r(id, ns, svc)
+    ), prev as (
+      select i.id, i.healthy, n.name as namespace
+      from instances i
+      join services s on s.id = i.service_id
+      join namespaces n on n.id = s.namespace_id
+      join req on req.id = i.id and req.ns = n.name and req.svc = s.name
+      order by i.id
+      for update of i
+    )
+    update instances i
+    set last_heartbeat_at = now(), expires_at = now() + make_interval(secs => i.ttl_seconds), healthy = true
+    from prev
+    where i.id = prev.id
+    returning i.id, prev.namespace, i.expires_at, prev.healthy as was_healthy`.execute(db);
+  return result.rows.map((r) => ({
+    instanceId: r.id,
+    namespace: r.namespace,
+    expiresAt: r.expires_at,
+    revived: !r.was_healthy,
+  }));
+}
+
+/** Marks instances whose TTL ran out unhealthy; returns the namespaces whose counts changed. */
+export async function expireInstances(db: Db, limit: number): Promise<string[]> {
+  const result = await sql<{ namespace: string }>`
+    with expired as (
+      select id from instances where healthy and expires_at < now()
+      order by id limit ${limit} for update skip locked
+    ), flipped as (
+      update instances i set healthy = false from expired where i.id = expired.id returning i.service_id
+    )
+    select distinct n.name as namespace
+    from flipped f join services s on s.id = f.service_id join namespaces n on n.id = s.namespace_id`.execute(db);
+  return result.rows.map((r) => r.namespace);
+}

@@ -1,0 +1,249 @@
+import type {
+  DeregisterInstanceRequest,
+  DeleteServiceRequest,
+  HeartbeatRequest,
+  ListInstancesRequest,
+  RegisterInstanceRequest,
+  UpdateInstanceRequest,
+} from "../../gen/v1/registry_service.js";
+import { isAdmin, type Principal } from "../platform/auth.js";
+import type { Db } from "../platform/db/database.js";
+import type { Notifications } from "../platform/db/notifications.js";
+import { Code, notFound, permissionDenied, RpcError, Violations } from "../platform/errors.js";
+import { isUuid } from "../platform/ids.js";
+import { NAMESPACES_CHANNEL, type NamespaceCache } from "../namespaces/cache.js";
+import { checkMetadata, checkName } from "../namespaces/rules.js";
+import type { HeartbeatBatcher } from "./heartbeats.js";
+import * as repo from "./repository.js";
+import type { InstanceRecord, ServiceSummary } from "./repository.js";
+
+const SERVICE_PATTERN = /^[0-9A-Za-z\-./:_]+$/;
+const MAX_SERVICE = 128;
+const HOST_PATTERN = /^[0-9A-Za-z\-.:_%[\]]+$/;
+const MAX_HOST = 255;
+const DEFAULT_WEIGHT = 100;
+const MAX_WEIGHT = 10_000;
+const DEFAULT_TTL_SECONDS = 5;
+const MAX_TTL_SECONDS = 3_600;
+const UPDATABLE = ["weight", "metadata", "isolate"] as const;
+
+/**
+ * Services and instances. Writes that change a namespace's counts notify the namespace cache on
+ * every replica; heartbeats go through the batcher and notify only when health comes back.
+ */
+export class RegistryService {
+  constructor(
+    private readonly db: Db,
+    private readonly notifications: Notifications,
+    private readonly namespaces: NamespaceCache,
+    private readonly heartbeats: HeartbeatBatcher,
+  ) {}
+
+  async register(principal: Principal, request: RegisterInstanceRequest): Promise<InstanceRecord> {
+    const violations = new Violations();
+    checkName(violations, "namespace", request.namespace);
+    checkServiceName(violations, request.service);
+    if (request.host === "") violations.add("host", "is required");
+    else if (request.host.length > MAX_HOST) violations.add("host", `must be at most ${MAX_HOST} characters`);
+    else if (!HOST_PATTERN.test(request.host)) violations.add("host", "must be a host name or an IP address");
+    if (request.port < 1 || request.port > 65_535) violations.add("port", "must be from 1 to 65535");
+    if (request.weight > MAX_WEIGHT) violations.add("weight", `must be at most ${MAX_WEIGHT}`);
+    if (request.ttlSeconds > MAX_TTL_SECONDS) violations.add("ttl_seconds", `must be at most ${MAX_TTL_SECONDS}`);
+    checkMetadata(violations, "metadata", request.metadata);
+    violations.throwIfAny();
+    this.mayWrite(principal, request.namespace);
+
+    return this.write(request.namespace, async (tx, namespaceId) => {
+      const serviceId = await repo.ensureService(tx, namespaceId, request.service);
+      const row = await repo.upsertInstance(tx, serviceId, {
+        host: request.host,
+        port: request.port,
+        weight: request.weight || DEFAULT_WEIGHT,
+        metadata: request.metadata,
+        ttlSeconds: request.ttlSeconds || DEFAULT_TTL_SECONDS,
+      });
+      return { ...row, service_name: request.service };
+    });
+  }
+
+  async deregister(principal: Principal, request: DeregisterInstanceRequest): Promise<void> {
+    checkInstanceAddress(request);
+    this.mayWrite(principal, request.namespace);
+    await this.write(request.namespace, async (tx, namespaceId) => {
+      const instance = await this.instanceOrThrow(tx, namespaceId, request);
+      await repo.deleteInstance(tx, instance.id);
+    });
+  }
+
+  async heartbeat(principal: Principal, request: HeartbeatRequest): Promise<Date> {
+    checkInstanceAddress(request);
+    this.mayWrite(principal, request.namespace);
+    const outcome = isUuid(request.instanceId)
+      ? await this.heartbeats.renew({ instanceId: request.instanceId, namespace: request.namespace, service: request.service })
+      : undefined;
+    if (!outcome) throw instanceNotFound(request);
+    return outcome.expiresAt;
+  }
+
+  async update(principal: Principal, request: UpdateInstanceRequest): Promise<InstanceRecord> {
+    checkInstanceAddress(request);
+    const violations = new Violations();
+    const mask = request.updateMask ?? [];
+    if (mask.length === 0) violations.add("update_mask", "name the fields to change: weight, metadata, isolate");
+    mask.forEach((path, i) => {
+      if (!(UPDATABLE as readonly string[]).includes(path)) {
+        violations.add(`update_mask.paths[${i}]`, `unknown field "${path}"; use weight, metadata or isolate`);
+      }
+    });
+    if (mask.includes("weight") && request.weight > MAX_WEIGHT) violations.add("weight", `must be at most ${MAX_WEIGHT}`);
+    if (mask.includes("metadata")) checkMetadata(violations, "metadata", request.metadata);
+    violations.throwIfAny();
+    this.mayWrite(principal, request.namespace);
+    if (mask.includes("isolate") && !isAdmin(principal)) {
+      throw permissionDenied("isolating an instance needs the admin scope", "ADMIN_REQUIRED");
+    }
+
+    return this.write(request.namespace, async (tx, namespaceId) => {
+      const instance = await this.instanceOrThrow(tx, namespaceId, request);
+      await repo.updateInstance(tx, instance.id, {
+        ...(mask.includes("weight") ? { weight: request.weight } : {}),
+        ...(mask.includes("metadata") ? { metadata: request.metadata } : {}),
+        ...(mask.includes("isolate") ? { isolate: request.isolate } : {}),
+      });
+      return (await repo.findInstance(tx, namespaceId, request.service, instance.id))!;
+    });
+  }
+
+  async listServices(
+    principal: Principal,
+    namespace: string,
+    offset: number,
+    limit: number,
+  ): Promise<{ amount: number; services: ServiceSummary[] }> {
+    const violations = new Violations();
+    checkName(violations, "namespace", namespace);
+    violations.throwIfAny();
+    const namespaceId = await this.mayRead(principal, namespace);
+    return repo.listServices(this.db, namespaceId, offset, limit);
+  }
+
+  async listInstances(principal: Principal, request: ListInstancesRequest): Promise<InstanceRecord[]> {
+    const violations = new Violations();
+    checkName(violations, "namespace", request.namespace);
+    checkServiceName(violations, request.service);
+    violations.throwIfAny();
+    const namespaceId = await this.mayRead(principal, request.namespace);
+    if (!(await repo.serviceExists(this.db, namespaceId, request.service))) {
+      throw serviceNotFound(request.namespace, request.service);
+    }
+    return repo.listInstances(this.db, namespaceId, request.service, request.healthyOnly);
+  }
+
+  async deleteService(principal: Principal, request: DeleteServiceRequest): Promise<void> {
+    const violations = new Violations();
+    checkName(violations, "namespace", request.namespace);
+    checkServiceName(violations, request.service);
+    violations.throwIfAny();
+    this.mayWrite(principal, request.namespace);
+    await this.write(request.namespace, async (tx, namespaceId) => {
+      if (!(await repo.deleteService(tx, namespaceId, request.service))) {
+        throw serviceNotFound(request.namespace, request.service);
+      }
+    });
+  }
+
+  /**
+   * Runs a change in one transaction that holds the namespace (so it cannot be deleted meanwhile)
+   * and tells every replica's namespace cache that its counts changed.
+   */
+  private async write<T>(namespace: string, change: (tx: Db, namespaceId: string) => Promise<T>): Promise<T> {
+    const { result, echoed } = await this.db.transaction().execute(async (tx) => {
+      const namespaceId = await repo.lockNamespaceShared(tx, namespace);
+      if (!namespaceId) throw namespaceNotFound(namespace);
+      const result = await change(tx, namespaceId);
+      const { echoed } = await this.notifications.notify(tx, NAMESPACES_CHANNEL, namespace);
+      return { result, echoed };
+    });
+    this.namespaces.invalidate(namespace);
+    await echoed;
+    return result;
+  }
+
+  private async instanceOrThrow(
+    tx: Db,
+    namespaceId: string,
+    request: { namespace: string; service: string; instanceId: string },
+  ): Promise<InstanceRecord> {
+    const instance = isUuid(request.instanceId)
+      ? await repo.findInstance(tx, namespaceId, request.service, request.instanceId)
+      : undefined;
+    if (!instance) throw instanceNotFound(request);
+    return instance;
+  }
+
+  /** A namespace token writes only to its own namespace; API keys (namespaces scope) anywhere. */
+  private mayWrite(principal: Principal, namespace: string): void {
+    if (principal.namespace !== undefined && principal.namespace !== namespace) {
+      throw permissionDenied(
+        `the token of namespace "${principal.namespace}" cannot change namespace "${namespace}"`,
+        "NAMESPACE_TOKEN_MISMATCH",
+      );
+    }
+  }
+
+  /**
+   * A namespace token reads its own namespace and those exporting to it (service_export_to holds
+   * its name or "*"); API keys read every namespace. Returns the namespace id.
+   */
+  private async mayRead(principal: Principal, namespace: string): Promise<string> {
+    const record = await this.namespaces.get(namespace);
+    if (!record) throw namespaceNotFound(namespace);
+    const reader = principal.namespace;
+    if (
+      reader !== undefined &&
+      reader !== namespace &&
+      !record.serviceExportTo.includes("*") &&
+      !record.serviceExportTo.includes(reader)
+    ) {
+      throw permissionDenied(`namespace "${namespace}" does not export its services to "${reader}"`, "NOT_EXPORTED");
+    }
+    return record.id;
+  }
+}
+
+function checkServiceName(violations: Violations, service: string): void {
+  if (service === "") violations.add("service", "is required");
+  else if (service.length > MAX_SERVICE) violations.add("service", `must be at most ${MAX_SERVICE} characters`);
+  else if (!SERVICE_PATTERN.test(service)) violations.add("service", "may contain only letters, digits and - . / : _");
+}
+
+function checkInstanceAddress(request: { namespace: string; service: string; instanceId: string }): void {
+  const violations = new Violations();
+  checkName(violations, "namespace", request.namespace);
+  checkServiceName(violations, request.service);
+  if (request.instanceId === "") violations.add("instance_id", "is required");
+  violations.throwIfAny();
+}
+
+function namespaceNotFound(namespace: string): RpcError {
+  return new RpcError(Code.NOT_FOUND, `namespace "${namespace}" not found`, {
+    reason: "NAMESPACE_NOT_FOUND",
+    fieldViolations: [{ field: "namespace", description: `no namespace "${namespace}"` }],
+  });
+}
+
+function serviceNotFound(namespace: string, service: string): RpcError {
+  return new RpcError(Code.NOT_FOUND, `service "${service}" not found in namespace "${namespace}"`, {
+    reason: "SERVICE_NOT_FOUND",
+    fieldViolations: [{ field: "service", description: `no service "${service}" in namespace "${namespace}"` }],
+  });
+}
+
+function instanceNotFound(request: { namespace: string; service: string; instanceId: string }): RpcError {
+  return notFound(
+    `instance "${request.instanceId}" of service "${request.service}" in namespace "${request.namespace}"`,
+    "INSTANCE_NOT_FOUND",
+  );
+}
+
+export { DEFAULT_TTL_SECONDS };

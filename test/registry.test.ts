@@ -1,0 +1,271 @@
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ApiError, Code } from "../src/client/index.js";
+import { createAccountWithKey } from "./support/accounts.js";
+import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/app.js";
+import { createTestDatabase } from "./support/database.js";
+
+let databaseUrl: string;
+let a: TestApp;
+let b: TestApp;
+
+// Two replicas on one database; a short sweep interval so TTL expiry shows within a test.
+const env = { INSTANCE_EXPIRY_SWEEP_MS: "100" };
+
+beforeAll(async () => {
+  databaseUrl = await createTestDatabase();
+  a = await startTestApp(databaseUrl, env);
+  b = await startTestApp(databaseUrl, env);
+});
+afterAll(async () => {
+  await Promise.all([a?.stop(), b?.stop()]);
+});
+
+async function failure(call: Promise<unknown>): Promise<ApiError> {
+  const error = await call.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(ApiError);
+  return error as ApiError;
+}
+
+async function counts(t: TestApp, name: string) {
+  const { namespace } = await t.admin.namespaces.getNamespace({ name });
+  return [namespace!.totalServiceCount, namespace!.totalInstanceCount, namespace!.totalHealthInstanceCount];
+}
+
+async function until(check: () => Promise<boolean>, timeoutMs = 5_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error("condition not met in time");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+describe("registration", () => {
+  it("creates the service, and the namespace counts follow on every replica", async () => {
+    await a.admin.namespaces.createNamespace({ namespace: { name: "reg" } });
+    expect(await counts(b, "reg")).toEqual([0, 0, 0]);
+
+    const { instance } = await a.admin.registry.registerInstance({
+      namespace: "reg",
+      service: "api",
+      host: "10.0.0.1",
+      port: 8080,
+      metadata: { zone: "a" },
+      ttlSeconds: 30,
+    });
+    expect(instance).toMatchObject({
+      namespace: "reg",
+      service: "api",
+      host: "10.0.0.1",
+      port: 8080,
+      weight: 100,
+      ttlSeconds: 30,
+      healthy: true,
+      isolate: false,
+      metadata: { zone: "a" },
+    });
+    expect(await counts(b, "reg")).toEqual([1, 1, 1]);
+
+    const second = await b.admin.registry.registerInstance({ namespace: "reg", service: "api", host: "10.0.0.2", port: 8080, ttlSeconds: 30 });
+    expect(await counts(a, "reg")).toEqual([1, 2, 2]);
+
+    // The same host and port again is the same instance.
+    const again = await a.admin.registry.registerInstance({ namespace: "reg", service: "api", host: "10.0.0.1", port: 8080, weight: 5, ttlSeconds: 30 });
+    expect(again.instance!.id).toBe(instance!.id);
+    expect(again.instance!.weight).toBe(5);
+    expect(await counts(b, "reg")).toEqual([1, 2, 2]);
+
+    await b.admin.registry.deregisterInstance({ namespace: "reg", service: "api", instanceId: second.instance!.id });
+    expect(await counts(a, "reg")).toEqual([1, 1, 1]);
+    await a.admin.registry.deregisterInstance({ namespace: "reg", service: "api", instanceId: instance!.id });
+    // A service without instances stays until deleted.
+    expect(await counts(b, "reg")).toEqual([1, 0, 0]);
+    expect((await a.admin.registry.listServices({ namespace: "reg" })).services.map((s) => s.name)).toEqual(["api"]);
+
+    expect((await failure(a.admin.namespaces.deleteNamespace({ name: "reg" }))).code).toBe(Code.FAILED_PRECONDITION);
+    await a.admin.registry.deleteService({ namespace: "reg", service: "api" });
+    expect(await counts(b, "reg")).toEqual([0, 0, 0]);
+    await b.admin.namespaces.deleteNamespace({ name: "reg" });
+  });
+
+  it.each([
+    ["port 0", { port: 0 }, "port"],
+    ["port 70000", { port: 70_000 }, "port"],
+    ["empty host", { host: "" }, "host"],
+    ["bad host", { host: "a b" }, "host"],
+    ["empty service", { service: "" }, "service"],
+    ["bad service", { service: "no spaces" }, "service"],
+    ["weight too big", { weight: 10_001 }, "weight"],
+    ["ttl too long", { ttlSeconds: 3_601 }, "ttl_seconds"],
+    ["bad namespace name", { namespace: "a b" }, "namespace"],
+  ])("rejects %s naming the field", async (_label, override, field) => {
+    const error = await failure(
+      a.admin.registry.registerInstance({ namespace: "x", service: "s", host: "h", port: 1, ...override }),
+    );
+    expect(error.code).toBe(Code.INVALID_ARGUMENT);
+    expect(error.fieldViolations.map((v) => v.field)).toContain(field);
+  });
+
+  it("answers NOT_FOUND naming the namespace when it does not exist", async () => {
+    const error = await failure(
+      a.admin.registry.registerInstance({ namespace: "ghost", service: "s", host: "h", port: 1 }),
+    );
+    expect(error.code).toBe(Code.NOT_FOUND);
+    expect(error.fieldViolations[0]!.field).toBe("namespace");
+  });
+
+  it("answers NOT_FOUND for unknown services and instances", async () => {
+    await a.admin.namespaces.createNamespace({ namespace: { name: "nf" } });
+    expect((await failure(a.admin.registry.listInstances({ namespace: "nf", service: "none" }))).code).toBe(Code.NOT_FOUND);
+    expect((await failure(a.admin.registry.deleteService({ namespace: "nf", service: "none" }))).code).toBe(Code.NOT_FOUND);
+    for (const instanceId of ["not-a-uuid", "00000000-0000-0000-0000-000000000000"]) {
+      expect((await failure(a.admin.registry.heartbeat({ namespace: "nf", service: "s", instanceId }))).code).toBe(Code.NOT_FOUND);
+      expect((await failure(a.admin.registry.deregisterInstance({ namespace: "nf", service: "s", instanceId }))).code).toBe(
+        Code.NOT_FOUND,
+      );
+    }
+  });
+});
+
+describe("health", () => {
+  it("expires an instance whose heartbeats stop, observed on the other replica, and heartbeats revive it", async () => {
+    await a.admin.namespaces.createNamespace({ namespace: { name: "ttl" } });
+    const { instance } = await a.admin.registry.registerInstance({ namespace: "ttl", service: "api", host: "h", port: 1, ttlSeconds: 1 });
+    const heartbeat = await a.admin.registry.heartbeat({ namespace: "ttl", service: "api", instanceId: instance!.id });
+    expect(heartbeat.expireTime!.getTime()).toBeGreaterThan(Date.now());
+    expect(await counts(b, "ttl")).toEqual([1, 1, 1]);
+
+    await until(async () => (await counts(b, "ttl"))[2] === 0);
+    expect(await counts(b, "ttl")).toEqual([1, 1, 0]);
+    const listed = await b.admin.registry.listInstances({ namespace: "ttl", service: "api" });
+    expect(listed.instances[0]!.healthy).toBe(false);
+    expect((await b.admin.registry.listInstances({ namespace: "ttl", service: "api", healthyOnly: true })).instances).toEqual([]);
+
+    await b.admin.registry.heartbeat({ namespace: "ttl", service: "api", instanceId: instance!.id });
+    expect(await counts(a, "ttl")).toEqual([1, 1, 1]);
+  });
+
+  it("does not notify the namespace cache for heartbeats of a healthy instance", async () => {
+    await a.admin.namespaces.createNamespace({ namespace: { name: "quiet" } });
+    const { instance } = await a.admin.registry.registerInstance({ namespace: "quiet", service: "api", host: "h", port: 1, ttlSeconds: 60 });
+    const listener = new pg.Client({ connectionString: databaseUrl });
+    await listener.connect();
+    const notices: string[] = [];
+    // A notice on the wire is `<notice id>:<namespace name>`.
+    listener.on("notification", (n) => notices.push((n.payload ?? "").replace(/^[0-9a-f-]{36}:/, "")));
+    await listener.query("LISTEN namespaces");
+    try {
+      await Promise.all(
+        Array.from({ length: 50 }, () => a.admin.registry.heartbeat({ namespace: "quiet", service: "api", instanceId: instance!.id })),
+      );
+      await a.admin.namespaces.updateNamespace({ namespace: { name: "quiet", comment: "marker" } });
+      await until(async () => notices.includes("quiet"));
+      expect(notices).toEqual(["quiet"]);
+    } finally {
+      await listener.end();
+    }
+  });
+
+  it("refuses a heartbeat that names another namespace's instance", async () => {
+    await a.admin.namespaces.createNamespace({ namespace: { name: "hb-one" } });
+    await a.admin.namespaces.createNamespace({ namespace: { name: "hb-two" } });
+    const { instance } = await a.admin.registry.registerInstance({ namespace: "hb-one", service: "api", host: "h", port: 1 });
+    const error = await failure(a.admin.registry.heartbeat({ namespace: "hb-two", service: "api", instanceId: instance!.id }));
+    expect(error.code).toBe(Code.NOT_FOUND);
+  });
+
+  it("lets only admins isolate; isolated instances leave healthy counts and discovery", async () => {
+    await a.admin.namespaces.createNamespace({ namespace: { name: "iso" } });
+    const { instance } = await a.admin.registry.registerInstance({ namespace: "iso", service: "api", host: "h", port: 1, ttlSeconds: 60 });
+    const user = await createAccountWithKey(a, ["namespaces"]);
+    const denied = await failure(
+      a.client(user.key).registry.updateInstance({
+        namespace: "iso",
+        service: "api",
+        instanceId: instance!.id,
+        isolate: true,
+        updateMask: ["isolate"],
+      }),
+    );
+    expect(denied.code).toBe(Code.PERMISSION_DENIED);
+
+    const updated = await a.admin.registry.updateInstance({
+      namespace: "iso",
+      service: "api",
+      instanceId: instance!.id,
+      isolate: true,
+      weight: 7,
+      updateMask: ["isolate", "weight"],
+    });
+    expect(updated.instance).toMatchObject({ isolate: true, weight: 7, healthy: true });
+    expect(await counts(b, "iso")).toEqual([1, 1, 0]);
+    expect((await b.admin.registry.listInstances({ namespace: "iso", service: "api", healthyOnly: true })).instances).toEqual([]);
+    expect((await b.admin.registry.listInstances({ namespace: "iso", service: "api" })).instances).toHaveLength(1);
+
+    const noMask = await failure(a.admin.registry.updateInstance({ namespace: "iso", service: "api", instanceId: instance!.id }));
+    expect(noMask.fieldViolations[0]!.field).toBe("update_mask");
+  });
+});
+
+describe("namespace tokens and visibility", () => {
+  it("register only in their own namespace and see others only where exported", async () => {
+    const home = (await a.admin.namespaces.createNamespace({ namespace: { name: "home" } })).namespace!;
+    await a.admin.namespaces.createNamespace({ namespace: { name: "open", serviceExportTo: ["*"] } });
+    await a.admin.namespaces.createNamespace({ namespace: { name: "friend", serviceExportTo: ["home"] } });
+    await a.admin.namespaces.createNamespace({ namespace: { name: "closed", serviceExportTo: ["elsewhere"] } });
+    for (const namespace of ["open", "friend", "closed"]) {
+      await a.admin.registry.registerInstance({ namespace, service: "svc", host: "h", port: 1 });
+    }
+
+    const asHome = b.client(home.token!).registry;
+    const { instance } = await asHome.registerInstance({ namespace: "home", service: "mine", host: "h", port: 2 });
+    await asHome.heartbeat({ namespace: "home", service: "mine", instanceId: instance!.id });
+    const wrongNamespace = await failure(asHome.registerInstance({ namespace: "open", service: "x", host: "h", port: 3 }));
+    expect(wrongNamespace.code).toBe(Code.PERMISSION_DENIED);
+
+    expect((await asHome.listServices({ namespace: "home" })).services.map((s) => s.name)).toEqual(["mine"]);
+    expect((await asHome.listServices({ namespace: "open" })).services.map((s) => s.name)).toEqual(["svc"]);
+    expect((await asHome.listInstances({ namespace: "friend", service: "svc" })).instances).toHaveLength(1);
+    const hidden = await failure(asHome.listServices({ namespace: "closed" }));
+    expect(hidden.code).toBe(Code.PERMISSION_DENIED);
+    expect(hidden.reason).toBe("NOT_EXPORTED");
+
+    // The token only opens the registry, and stops working once rotated.
+    expect((await failure(b.client(home.token!).namespaces.listNamespaces({}))).code).toBe(Code.PERMISSION_DENIED);
+    await a.admin.namespaces.updateNamespaceToken({ name: "home" });
+    expect((await failure(asHome.listServices({ namespace: "home" }))).code).toBe(Code.UNAUTHENTICATED);
+  });
+});
+
+describe("over HTTP", () => {
+  it("registers, heartbeats, lists and deregisters", async () => {
+    await a.admin.namespaces.createNamespace({ namespace: { name: "web" } });
+    const key = ADMIN_TOKEN;
+    const created = await a.http("POST", "/v1/namespaces/web/services/api/instances", {
+      token: key,
+      body: { host: "10.1.1.1", port: 443, ttl_seconds: 30, metadata: { v: "1" } },
+    });
+    expect(created.status).toBe(200);
+    expect(created.body).toMatchObject({ host: "10.1.1.1", port: 443, healthy: true, ttl_seconds: 30 });
+    const id = created.body.id as string;
+
+    const beat = await b.http("POST", `/v1/namespaces/web/services/api/instances/${id}:heartbeat`, { token: key, body: {} });
+    expect(beat.status).toBe(200);
+    expect(Date.parse(beat.body.expire_time)).toBeGreaterThan(Date.now());
+
+    const listed = await b.http("GET", "/v1/namespaces/web/services/api/instances?healthy_only=true", { token: key });
+    expect(listed.body.instances.map((i: { id: string }) => i.id)).toEqual([id]);
+    const services = await b.http("GET", "/v1/namespaces/web/services", { token: key });
+    expect(services.body).toMatchObject({ amount: 1, services: [{ name: "api", instance_count: 1, healthy_instance_count: 1 }] });
+
+    const bad = await a.http("POST", "/v1/namespaces/web/services/api/instances", { token: key, body: { host: "", port: 99999 } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.details[0].field_violations.map((v: { field: string }) => v.field).sort()).toEqual(["host", "port"]);
+
+    expect((await a.http("DELETE", `/v1/namespaces/web/services/api/instances/${id}`, { token: key })).status).toBe(200);
+    expect((await a.http("DELETE", "/v1/namespaces/web/services/api", { token: key })).status).toBe(200);
+  });
+});
