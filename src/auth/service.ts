@@ -160,14 +160,10 @@ export class AuthService {
 
   async revokeApiKey(keyId: string): Promise<ApiKeyRow> {
     if (!isUuid(keyId)) throw notFound(`API key ${keyId}`, "API_KEY_NOT_FOUND");
-    const { row, echoed } = await this.db.transaction().execute(async (tx) => {
-      const row = await repo.revokeApiKey(tx, keyId);
-      if (!row) throw notFound(`API key ${keyId}`, "API_KEY_NOT_FOUND");
-      const { echoed } = await this.notifications.notify(tx, CHANNEL, row.key_hash);
-      return { row, echoed };
-    });
+    const row = await repo.revokeApiKey(this.db, keyId);
+    if (!row) throw notFound(`API key ${keyId}`, "API_KEY_NOT_FOUND");
     this.cache.delete(row.key_hash);
-    await echoed;
+    await this.notifications.publish(CHANNEL, row.key_hash);
     return row;
   }
 }

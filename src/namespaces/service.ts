@@ -9,6 +9,7 @@ import {
   notFound,
   permissionDenied,
   RpcError,
+  unauthenticated,
   Violations,
 } from "../platform/errors.js";
 import { NAMESPACES_CHANNEL, type NamespaceCache } from "./cache.js";
@@ -56,9 +57,10 @@ export class NamespaceService {
   }
 
   /** A namespace token authenticates as that namespace, with no scopes of its own. */
-  async principalOfToken(token: string): Promise<Principal | undefined> {
+  async principalOfToken(token: string): Promise<Principal> {
     const record = await this.cache.findByToken(token);
-    return record && { accountId: "", keyId: "", scopes: new Set(), groupIds: [], namespace: record.name };
+    if (!record) throw unauthenticated("invalid namespace token", "INVALID_NAMESPACE_TOKEN");
+    return { accountId: "", keyId: "", scopes: new Set(), groupIds: [], namespace: record.name };
   }
 
   async create(principal: Principal, ns: Namespace | undefined, at = "namespace"): Promise<NamespaceRecord> {
@@ -74,8 +76,10 @@ export class NamespaceService {
     violations.throwIfAny();
     const name = input.name!;
 
-    const { echoed } = await this.db.transaction().execute(async (tx) => {
-      const row = await repo.insertNamespace(tx, {
+    const grants = { users: dedupe(input.userIds), groups: dedupe(input.groupIds) };
+    const row = await repo.insertNamespace(
+      this.db,
+      {
         name,
         comment: input.comment ?? null,
         owners: input.owners ?? principal.accountId,
@@ -83,14 +87,21 @@ export class NamespaceService {
         serviceExportTo: dedupe(input.serviceExportTo),
         metadata: input.metadata,
         syncToGlobalRegistry: input.syncToGlobalRegistry,
-        createdBy: principal.accountId,
-      });
-      if (!row) throw alreadyExists(`namespace "${name}"`, "NAMESPACE_EXISTS");
-      await repo.addGrants(tx, row.id, "user", dedupe(input.userIds));
-      await repo.addGrants(tx, row.id, "group", dedupe(input.groupIds));
-      return this.notifications.notify(tx, NAMESPACES_CHANNEL, name);
-    });
-    return this.afterWrite(name, echoed);
+        createdBy: principal.accountId || null,
+      },
+      grants,
+    );
+    if (!row) throw alreadyExists(`namespace "${name}"`, "NAMESPACE_EXISTS");
+    await this.announce(name);
+    // Nothing can be registered in a namespace that did not exist a moment ago: counts are 0.
+    return {
+      ...repo.recordOf(row),
+      grantedUsers: grants.users,
+      grantedGroups: grants.groups,
+      serviceCount: 0,
+      instanceCount: 0,
+      healthyInstanceCount: 0,
+    };
   }
 
   async batchCreate(principal: Principal, list: Namespace[]): Promise<BatchResult<NamespaceRecord>[]> {
@@ -149,7 +160,7 @@ export class NamespaceService {
     violations.throwIfAny();
     const name = input.name!;
 
-    const { echoed } = await this.db.transaction().execute(async (tx) => {
+    await this.db.transaction().execute(async (tx) => {
       const row = await repo.lockNamespace(tx, name);
       if (!row) throw notFound(`namespace "${name}"`, "NAMESPACE_NOT_FOUND");
       const grants = await repo.grantsOf(tx, row.id);
@@ -167,9 +178,8 @@ export class NamespaceService {
       if (fields.has("group_ids")) await repo.addGrants(tx, row.id, "group", dedupe(input.groupIds));
       if (fields.has("remove_user_ids")) await repo.removeGrants(tx, row.id, "user", dedupe(input.removeUserIds));
       if (fields.has("remove_group_ids")) await repo.removeGrants(tx, row.id, "group", dedupe(input.removeGroupIds));
-      return this.notifications.notify(tx, NAMESPACES_CHANNEL, name);
     });
-    return this.afterWrite(name, echoed);
+    return this.afterWrite(name);
   }
 
   /** Deleting a namespace that does not exist succeeds. */
@@ -177,9 +187,9 @@ export class NamespaceService {
     const violations = new Violations();
     checkName(violations, at, name);
     violations.throwIfAny();
-    const { echoed } = await this.db.transaction().execute(async (tx) => {
+    const deleted = await this.db.transaction().execute(async (tx) => {
       const row = await repo.lockNamespace(tx, name);
-      if (!row) return { echoed: undefined };
+      if (!row) return false;
       const grants = await repo.grantsOf(tx, row.id);
       if (!this.canEdit(principal, { owners: row.owners, grantedUsers: grants.users, grantedGroups: grants.groups })) {
         throw permissionDenied(`you may not delete namespace "${name}"`, "NAMESPACE_NOT_DELETEABLE");
@@ -192,12 +202,9 @@ export class NamespaceService {
         if ((error as { code?: string }).code === "23503") throw namespaceHasServices(name);
         throw error;
       }
-      return this.notifications.notify(tx, NAMESPACES_CHANNEL, name);
+      return true;
     });
-    if (echoed) {
-      this.cache.invalidate(name);
-      await echoed;
-    }
+    if (deleted) await this.announce(name);
   }
 
   async batchDelete(principal: Principal, names: string[]): Promise<BatchResult<string>[]> {
@@ -222,7 +229,7 @@ export class NamespaceService {
     checkName(violations, "name", name);
     violations.throwIfAny();
     const token = newToken();
-    const { echoed } = await this.db.transaction().execute(async (tx) => {
+    await this.db.transaction().execute(async (tx) => {
       const row = await repo.lockNamespace(tx, name);
       if (!row) throw notFound(`namespace "${name}"`, "NAMESPACE_NOT_FOUND");
       const grants = await repo.grantsOf(tx, row.id);
@@ -230,17 +237,19 @@ export class NamespaceService {
         throw permissionDenied(`you may not rotate the token of namespace "${name}"`, "NAMESPACE_NOT_EDITABLE");
       }
       await repo.updateNamespace(tx, row.id, { token });
-      return this.notifications.notify(tx, NAMESPACES_CHANNEL, name);
     });
-    this.cache.invalidate(name);
-    await echoed;
+    await this.announce(name);
     return token;
   }
 
-  /** The local cache drops the entry at once; other replicas have it dropped once the echo is back. */
-  private async afterWrite(name: string, echoed: Promise<void>): Promise<NamespaceRecord> {
+  /** After a committed change: this replica drops the entry at once, every other one before we return. */
+  private async announce(name: string): Promise<void> {
     this.cache.invalidate(name);
-    await echoed;
+    await this.notifications.publish(NAMESPACES_CHANNEL, name);
+  }
+
+  private async afterWrite(name: string): Promise<NamespaceRecord> {
+    await this.announce(name);
     const record = await this.cache.get(name);
     if (!record) throw notFound(`namespace "${name}"`, "NAMESPACE_NOT_FOUND");
     return record;

@@ -41,15 +41,8 @@ export class ExpirySweeper {
   async sweep(): Promise<number> {
     let changed = 0;
     for (;;) {
-      const { namespaces, echoed } = await this.db.transaction().execute(async (tx) => {
-        const namespaces = await expireInstances(tx, BATCH);
-        const echoed: Promise<void>[] = [];
-        for (const namespace of new Set(namespaces)) {
-          echoed.push((await this.notifications.notify(tx, NAMESPACES_CHANNEL, namespace)).echoed);
-        }
-        return { namespaces, echoed };
-      });
-      await Promise.all(echoed);
+      const namespaces = await expireInstances(this.db, BATCH);
+      await this.notifications.publishAll(NAMESPACES_CHANNEL, namespaces);
       changed += namespaces.length;
       if (namespaces.length === 0) return changed;
       this.logger.info({ event: "instances_expired", namespaces }, "instances turned unhealthy");

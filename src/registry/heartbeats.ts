@@ -61,17 +61,14 @@ export class HeartbeatBatcher {
 
   private async write(targets: HeartbeatTarget[]): Promise<Map<string, HeartbeatOutcome>> {
     const unique = [...new Map(targets.map((t) => [t.instanceId, t])).values()];
-    const { outcomes, echoed } = await this.db.transaction().execute(async (tx) => {
+    const outcomes = await this.db.transaction().execute(async (tx) => {
       await sql`set local synchronous_commit = off`.execute(tx);
-      const outcomes = await renewInstances(tx, unique);
-      const revived = new Set(outcomes.filter((o) => o.revived).map((o) => o.namespace));
-      const echoed: Promise<void>[] = [];
-      for (const namespace of revived) {
-        echoed.push((await this.notifications.notify(tx, NAMESPACES_CHANNEL, namespace)).echoed);
-      }
-      return { outcomes, echoed };
+      return renewInstances(tx, unique);
     });
-    await Promise.all(echoed);
+    await this.notifications.publishAll(
+      NAMESPACES_CHANNEL,
+      outcomes.filter((o) => o.revived).map((o) => o.namespace),
+    );
     // A target naming the right instance under the wrong namespace or service finds nothing.
     const byId = new Map(outcomes.map((o) => [o.instanceId, o]));
     return new Map(

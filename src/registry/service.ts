@@ -157,15 +157,13 @@ export class RegistryService {
    * and tells every replica's namespace cache that its counts changed.
    */
   private async write<T>(namespace: string, change: (tx: Db, namespaceId: string) => Promise<T>): Promise<T> {
-    const { result, echoed } = await this.db.transaction().execute(async (tx) => {
+    const result = await this.db.transaction().execute(async (tx) => {
       const namespaceId = await repo.lockNamespaceShared(tx, namespace);
       if (!namespaceId) throw namespaceNotFound(namespace);
-      const result = await change(tx, namespaceId);
-      const { echoed } = await this.notifications.notify(tx, NAMESPACES_CHANNEL, namespace);
-      return { result, echoed };
+      return change(tx, namespaceId);
     });
     this.namespaces.invalidate(namespace);
-    await echoed;
+    await this.notifications.publish(NAMESPACES_CHANNEL, namespace);
     return result;
   }
 

@@ -1,8 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { sql, type Transaction } from "kysely";
 import pg from "pg";
 import type { Logger } from "../logger.js";
-import type { Database } from "./schema.js";
 
 type Listener = (payload: string) => void;
 
@@ -13,28 +11,48 @@ interface AckWaiter {
   finish(): void;
 }
 
+interface Outgoing {
+  channel: string;
+  payload: string;
+  /** Set for a published notice (not for an acknowledgement). */
+  waiter?: AckWaiter;
+}
+
 const ACK_TIMEOUT_MS = 1_000;
-/** Every replica acknowledges each notice it has delivered here, with the notice's id as payload. */
+/** Every replica acknowledges each notice it has delivered here, with notice ids as payload. */
 const ACK_CHANNEL = "atrium_ack";
 /** The application_name of a listening connection, set once it listens on every channel. */
 const LISTENER_NAME = "atrium-listen";
 /** A notice on the wire: `<uuid>:<payload>`. */
 const NOTICE = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}):(.*)$/s;
+/** Acknowledgement ids per payload: 200 ids of 37 characters stay under PostgreSQL's 8000 bytes. */
+const IDS_PER_ACK = 200;
 const RECONNECT_MIN_MS = 250;
 const RECONNECT_MAX_MS = 10_000;
 
 /**
- * Cross-replica change notices over PostgreSQL LISTEN/NOTIFY on one dedicated connection. A notice
- * sent inside a transaction is delivered to every replica (this one included) when it commits.
- * Caches subscribe to drop entries; after a lost connection every `onReconnect` callback runs,
- * because notices sent while disconnected are gone. Each replica acknowledges every notice once its
- * listeners have run, so that a writer can wait until no replica still serves the old value.
+ * Cross-replica change notices over PostgreSQL LISTEN/NOTIFY on one dedicated connection.
+ *
+ * A writer commits its change, then publishes a notice; every replica (this one included) runs its
+ * listeners and acknowledges the notice, and `publish` resolves once all replicas listening at the
+ * time have done so, so the caller hears back only when no replica still serves the old value.
+ * Waiting for this replica's own echo is not enough: the others' connections deliver the same
+ * notice a few milliseconds apart, sometimes after the caller's next request has reached them.
+ *
+ * Notices are not sent inside the writer's transaction: PostgreSQL holds a global lock from a
+ * notifying transaction's commit until its WAL is flushed, which would serialise every write
+ * behind one disk flush. Published notices and acknowledgements go out batched, once per tick, on
+ * this connection with synchronous_commit off. A replica that dies between its commit and its
+ * publish leaves others stale until their periodic check (see the caches) notices the change.
+ * After a lost connection every `onReconnect` callback runs, because notices sent meanwhile are gone.
  */
 export class Notifications {
   private client: pg.Client | undefined;
   private readonly listeners = new Map<string, Set<Listener>>();
   private readonly reconnectListeners = new Set<() => void>();
   private readonly ackWaiters = new Map<string, AckWaiter>();
+  private outbox: Outgoing[] = [];
+  private sending: Promise<void> | undefined;
   private closed = false;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private reconnectDelay = RECONNECT_MIN_MS;
@@ -60,20 +78,16 @@ export class Notifications {
   }
 
   /**
-   * Queues a notice in `tx`, delivered on commit. The returned promise settles once every replica
-   * listening when the notice was sent (this one included) has run its listeners and acknowledged
-   * it, or after a second (a replica that died meanwhile); awaiting it after the commit makes the
-   * change visible on every replica before the caller hears back. Waiting for this replica's own
-   * echo alone is not enough: the others' connections deliver the same notice a few milliseconds
-   * apart, sometimes after the caller's next request has reached them. It never rejects.
+   * Sends a notice to every replica after the change it announces has committed. Resolves when all
+   * replicas have acknowledged it, or after a second (a replica that died meanwhile, or no
+   * connection). It never rejects.
    */
-  async notify(tx: Transaction<Database>, channel: string, payload: string): Promise<{ echoed: Promise<void> }> {
+  publish(channel: string, payload: string): Promise<void> {
     const id = randomUUID();
-    let waiter!: AckWaiter;
-    const echoed = new Promise<void>((resolve) => {
+    return new Promise<void>((resolve) => {
       const timer = setTimeout(() => waiter.finish(), ACK_TIMEOUT_MS);
       timer.unref();
-      waiter = {
+      const waiter: AckWaiter = {
         expected: Number.POSITIVE_INFINITY,
         received: 0,
         finish: () => {
@@ -83,27 +97,66 @@ export class Notifications {
         },
       };
       this.ackWaiters.set(id, waiter);
+      this.send({ channel, payload: `${id}:${payload}`, waiter });
     });
-    const { rows } = await sql<{ replicas: number }>`
-      select pg_notify(${channel}, ${`${id}:${payload}`}),
-        (select count(*)::int from pg_stat_activity
-          where datname = current_database() and application_name = ${LISTENER_NAME}) as replicas`.execute(tx);
-    waiter.expected = rows[0]?.replicas ?? 0;
-    if (waiter.received >= waiter.expected) waiter.finish();
-    return { echoed };
+  }
+
+  /** Publishes several notices on one channel; resolves when all are acknowledged. */
+  async publishAll(channel: string, payloads: Iterable<string>): Promise<void> {
+    await Promise.all([...new Set(payloads)].map((payload) => this.publish(channel, payload)));
   }
 
   async stop(): Promise<void> {
     this.closed = true;
     clearTimeout(this.reconnectTimer);
+    await this.sending;
     const client = this.client;
     this.client = undefined;
     await client?.end().catch(() => undefined);
   }
 
+  private send(message: Outgoing): void {
+    this.outbox.push(message);
+    if (this.outbox.length === 1 && !this.sending) setImmediate(() => this.flush());
+  }
+
+  /** Sends everything queued in one statement, one statement at a time on this connection. */
+  private flush(): void {
+    const client = this.client;
+    if (this.sending || this.outbox.length === 0 || !client) return;
+    const batch = this.outbox;
+    this.outbox = [];
+    const channels = batch.map((m) => m.channel);
+    const payloads = batch.map((m) => m.payload);
+    this.sending = client
+      .query<{ replicas: number }>(
+        `with sent as (select pg_notify(c, p) from unnest($1::text[], $2::text[]) as t(c, p))
+         select (select count(*) from sent) as sent,
+                (select count(*)::int from pg_stat_activity
+                  where datname = current_database() and application_name = $3) as replicas`,
+        [channels, payloads, LISTENER_NAME],
+      )
+      .then(({ rows }) => {
+        const replicas = rows[0]?.replicas ?? 0;
+        for (const { waiter } of batch) {
+          if (!waiter) continue;
+          waiter.expected = replicas;
+          if (waiter.received >= waiter.expected) waiter.finish();
+        }
+      })
+      .catch((error: unknown) => {
+        // The waiters time out; caches elsewhere catch up through their periodic check.
+        this.logger.warn({ event: "notify_failed", count: batch.length, err: error }, "could not send notices");
+      })
+      .finally(() => {
+        this.sending = undefined;
+        if (this.outbox.length > 0) this.flush();
+      });
+  }
+
   private async connect(): Promise<void> {
     const client = new pg.Client({ connectionString: this.url, application_name: `${LISTENER_NAME}-starting` });
-    client.on("notification", (message) => this.deliver(client, message.channel, message.payload ?? ""));
+    client.on("notification", (message) => this.deliver(message.channel, message.payload ?? ""));
     client.on("error", (error) => {
       this.logger.warn({ event: "notifications_error", err: error }, "notification connection error");
     });
@@ -112,12 +165,15 @@ export class Notifications {
       if (!this.closed) this.scheduleReconnect();
     });
     await client.connect();
+    // Notices and acknowledgements need no durability; flushing each to disk would serialise them.
+    await client.query("SET synchronous_commit TO off");
     for (const channel of [ACK_CHANNEL, ...this.listeners.keys()]) {
       await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
     }
     // Writers count this connection (and wait for its acknowledgements) only from now on.
     await client.query(`SET application_name TO ${pg.escapeLiteral(LISTENER_NAME)}`);
     this.client = client;
+    this.flush();
   }
 
   private scheduleReconnect(): void {
@@ -138,10 +194,12 @@ export class Notifications {
     this.reconnectTimer.unref();
   }
 
-  private deliver(client: pg.Client, channel: string, message: string): void {
+  private deliver(channel: string, message: string): void {
     if (channel === ACK_CHANNEL) {
-      const waiter = this.ackWaiters.get(message);
-      if (waiter && ++waiter.received >= waiter.expected) waiter.finish();
+      for (const id of message.split(",")) {
+        const waiter = this.ackWaiters.get(id);
+        if (waiter && ++waiter.received >= waiter.expected) waiter.finish();
+      }
       return;
     }
     const notice = NOTICE.exec(message);
@@ -153,10 +211,16 @@ export class Notifications {
         this.logger.error({ event: "notification_listener_failed", channel, err: error }, "listener failed");
       }
     }
-    if (notice) {
-      client.query("select pg_notify($1, $2)", [ACK_CHANNEL, notice[1]]).catch((error: unknown) => {
-        this.logger.warn({ event: "notification_ack_failed", channel, err: error }, "could not acknowledge a notice");
-      });
+    if (notice) this.acknowledge(notice[1]!);
+  }
+
+  /** Joins the id to the acknowledgement being gathered this tick. */
+  private acknowledge(id: string): void {
+    const last = this.outbox.at(-1);
+    if (last && !last.waiter && last.channel === ACK_CHANNEL && last.payload.split(",").length < IDS_PER_ACK) {
+      last.payload += `,${id}`;
+    } else {
+      this.send({ channel: ACK_CHANNEL, payload: id });
     }
   }
 }
