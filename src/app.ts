@@ -3,6 +3,7 @@ import { AuthService } from "./auth/service.js";
 import type { Config } from "./config.js";
 import { NamespaceCache } from "./namespaces/cache.js";
 import { namespaceService } from "./namespaces/handlers.js";
+import { isNamespaceToken } from "./namespaces/rules.js";
 import { NamespaceService } from "./namespaces/service.js";
 import { createDb, migrateToLatest, type Db } from "./platform/db/database.js";
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from "./platform/db/embedded-postgres.js";
@@ -39,15 +40,17 @@ export async function openDatabase(
 /** Composition root: database -> domain services -> transports. */
 export async function startApp(config: Config, logger: Logger): Promise<App> {
   const { url, embedded } = await openDatabase(config, logger);
-  const db = createDb(url, config.databasePoolSize);
+  const db = createDb(url, config.databasePoolSize, logger);
   const notifications = new Notifications(url, logger);
   let grpc: GrpcServer | undefined;
   let http: HttpServer | undefined;
   let sweeper: ExpirySweeper | undefined;
+  let namespaceCache: NamespaceCache | undefined;
   let serving = false;
 
   const closeStorage = async () => {
     await sweeper?.stop();
+    await namespaceCache?.stopChecks();
     await notifications.stop();
     await db.destroy();
     await embedded?.stop();
@@ -57,7 +60,7 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
     await migrateToLatest(db, logger);
 
     const auth = new AuthService(db, notifications, logger);
-    const namespaceCache = new NamespaceCache(db, notifications);
+    namespaceCache = new NamespaceCache(db, notifications, logger);
     const namespaces = new NamespaceService(db, notifications, namespaceCache);
     const heartbeats = new HeartbeatBatcher(db, notifications, logger);
     const registry = new RegistryService(db, notifications, namespaceCache, heartbeats);
@@ -65,10 +68,12 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
     await notifications.start();
     await auth.bootstrap(config.adminToken);
     sweeper.start();
+    namespaceCache.startChecks(config.cacheCheckMs);
 
-    // Namespace tokens are all in memory, so they are checked first; anything else is an API key.
-    const authenticate: Authenticator = async (credential) =>
-      (credential && (await namespaces.principalOfToken(credential.token))) || auth.authenticate(credential);
+    const authenticate: Authenticator = (credential) =>
+      credential && isNamespaceToken(credential.token)
+        ? namespaces.principalOfToken(credential.token)
+        : auth.authenticate(credential);
     const router = new Router(
       [adminService(auth), namespaceService(namespaces), registryService(registry)],
       authenticate,

@@ -1,4 +1,5 @@
 import path from "node:path";
+import { isNamespaceToken } from "./namespaces/rules.js";
 
 export type LogLevel = "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
 
@@ -22,6 +23,8 @@ export interface Config {
   shutdownGraceMs: number;
   /** How often each replica marks instances whose heartbeat TTL ran out unhealthy. */
   expirySweepMs: number;
+  /** How often each replica compares its namespace cache with the database (for lost notices). */
+  cacheCheckMs: number;
 }
 
 const LOG_LEVELS: readonly LogLevel[] = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
@@ -56,6 +59,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const adminToken = env.ADMIN_TOKEN || undefined;
   if (adminToken !== undefined && (adminToken.length < 16 || adminToken.length > 200 || /\s/.test(adminToken))) {
     problems.push(`ADMIN_TOKEN: must be 16..200 characters without spaces`);
+  } else if (adminToken !== undefined && isNamespaceToken(adminToken)) {
+    problems.push(`ADMIN_TOKEN: must not be 32 hex characters, the shape of a namespace token`);
   }
 
   const logLevel = (env.LOG_LEVEL || "info") as LogLevel;
@@ -74,6 +79,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databasePoolSize: int("DATABASE_POOL_SIZE", 10, 1, 1000),
     shutdownGraceMs: int("SHUTDOWN_GRACE_MS", 10_000, 0, 600_000),
     expirySweepMs: int("INSTANCE_EXPIRY_SWEEP_MS", 500, 50, 60_000),
+    cacheCheckMs: int("CACHE_CHECK_MS", 5_000, 100, 3_600_000),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;

@@ -1,6 +1,10 @@
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
-import { loadNamespaces, type NamespaceRecord } from "./repository.js";
+import type { Logger } from "../platform/logger.js";
+import { loadNamespaces, registryFingerprint, type NamespaceRecord, type RegistryFingerprint } from "./repository.js";
+
+/** How long a mismatch may be explained by notices still on their way before the cache is dropped. */
+const SETTLE_MS = 1_000;
 
 export const NAMESPACES_CHANNEL = "namespaces";
 
@@ -8,7 +12,8 @@ export const NAMESPACES_CHANNEL = "namespaces";
  * Every namespace in memory, so Get and List never touch the database on the hot path. Writes on
  * any replica send the changed name on NAMESPACES_CHANNEL; the entry is dropped and re-read on next
  * use. `epoch` counts invalidations so that a read racing a write never stores what it read before
- * the write.
+ * the write. A notice can be lost (a writer that dies between its commit and its notice), so the
+ * cache also compares its totals with the database's now and then and drops itself on a mismatch.
  */
 export class NamespaceCache {
   private readonly byName = new Map<string, NamespaceRecord>();
@@ -17,30 +22,71 @@ export class NamespaceCache {
   private complete = false;
   private epoch = 0;
   private sorted: NamespaceRecord[] | undefined;
-  private byToken: Map<string, NamespaceRecord> | undefined;
+  private readonly byToken = new Map<string, NamespaceRecord>();
+
+  private checkTimer: NodeJS.Timeout | undefined;
+  private checking: Promise<void> | undefined;
 
   constructor(
     private readonly db: Db,
     notifications: Notifications,
+    private readonly logger: Logger,
   ) {
     notifications.on(NAMESPACES_CHANNEL, (name) => this.invalidate(name));
     notifications.onReconnect(() => this.clear());
   }
 
+  /** Starts comparing the cache with the database every `intervalMs`. */
+  startChecks(intervalMs: number): void {
+    this.checkTimer = setInterval(() => {
+      this.checking ??= this.check()
+        .then(() => undefined)
+        .catch((error: unknown) => this.logger.warn({ event: "namespace_cache_check_failed", err: error }, "check failed"))
+        .finally(() => (this.checking = undefined));
+    }, intervalMs);
+    this.checkTimer.unref();
+  }
+
+  async stopChecks(): Promise<void> {
+    clearInterval(this.checkTimer);
+    await this.checking;
+  }
+
+  /**
+   * Compares the cached totals with the database's; a mismatch that outlasts the notices in flight
+   * means a change was never announced, and the cache starts over. Returns whether it was dropped.
+   */
+  async check(): Promise<boolean> {
+    if (!this.complete) {
+      // Entries loaded one by one cannot be compared as a whole; they are cheap to reload.
+      this.clear();
+      return false;
+    }
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const epoch = this.epoch;
+      const [records, actual] = await Promise.all([this.list(), registryFingerprint(this.db)]);
+      // Notices arriving meanwhile mean writes in flight: the two sides may differ for that reason
+      // alone, and the channel is evidently alive. A lost notice shows at the next quiet moment.
+      if (epoch !== this.epoch || sameFingerprint(fingerprintOf(records), actual)) return false;
+      if (attempt === 0) await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+    }
+    this.logger.warn({ event: "namespace_cache_resync" }, "namespace cache missed a change; reloading");
+    this.clear();
+    return true;
+  }
+
   invalidate(name: string): void {
     this.epoch++;
-    this.byName.delete(name);
-    this.sorted = undefined;
-    this.byToken = undefined;
+    this.drop(name);
     if (this.complete) this.stale.add(name);
   }
 
   clear(): void {
     this.epoch++;
     this.byName.clear();
+    this.byToken.clear();
     this.stale.clear();
     this.sorted = undefined;
-    this.byToken = undefined;
     this.complete = false;
   }
 
@@ -51,18 +97,16 @@ export class NamespaceCache {
     const epoch = this.epoch;
     const [record] = await loadNamespaces(this.db, [name]);
     if (epoch === this.epoch) {
-      if (record) this.byName.set(name, record);
+      if (record) this.store(record);
       this.stale.delete(name);
-      this.sorted = undefined;
-      this.byToken = undefined;
     }
     return record;
   }
 
   /** The namespace whose token this is. */
   async findByToken(token: string): Promise<NamespaceRecord | undefined> {
-    const records = await this.list();
-    this.byToken ??= new Map(records.map((r) => [r.token, r]));
+    // Only a complete cache without stale entries can answer "no such token".
+    if (!this.complete || this.stale.size > 0) await this.list();
     return this.byToken.get(token);
   }
 
@@ -76,21 +120,56 @@ export class NamespaceCache {
       if (epoch !== this.epoch) continue;
       if (names === undefined) {
         this.byName.clear();
+        this.byToken.clear();
         this.complete = true;
       }
-      for (const name of names ?? []) this.byName.delete(name);
-      for (const record of records) this.byName.set(record.name, record);
+      for (const name of names ?? []) this.drop(name);
+      for (const record of records) this.store(record);
       this.stale.clear();
-      this.sorted = undefined;
-      this.byToken = undefined;
     }
     // Writes keep landing while we read: serve a consistent read without caching it.
     return sortByMtime(await loadNamespaces(this.db));
+  }
+
+  private store(record: NamespaceRecord): void {
+    this.drop(record.name);
+    this.byName.set(record.name, record);
+    this.byToken.set(record.token, record);
+    this.sorted = undefined;
+  }
+
+  private drop(name: string): void {
+    const old = this.byName.get(name);
+    if (!old) return;
+    this.byName.delete(name);
+    if (this.byToken.get(old.token) === old) this.byToken.delete(old.token);
+    this.sorted = undefined;
   }
 }
 
 function sortByMtime(records: NamespaceRecord[]): NamespaceRecord[] {
   return records.sort(
     (a, b) => b.updatedAt.getTime() - a.updatedAt.getTime() || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0),
+  );
+}
+
+function fingerprintOf(records: NamespaceRecord[]): RegistryFingerprint {
+  const sum = (pick: (r: NamespaceRecord) => number) => records.reduce((total, r) => total + pick(r), 0);
+  return {
+    namespaces: records.length,
+    newestUpdate: Math.max(0, ...records.map((r) => r.updatedAt.getTime())),
+    services: sum((r) => r.serviceCount),
+    instances: sum((r) => r.instanceCount),
+    healthyInstances: sum((r) => r.healthyInstanceCount),
+  };
+}
+
+function sameFingerprint(a: RegistryFingerprint, b: RegistryFingerprint): boolean {
+  return (
+    a.namespaces === b.namespaces &&
+    a.newestUpdate === b.newestUpdate &&
+    a.services === b.services &&
+    a.instances === b.instances &&
+    a.healthyInstances === b.healthyInstances
   );
 }

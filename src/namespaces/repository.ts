@@ -44,7 +44,7 @@ export async function loadNamespaces(db: Db, names?: string[]): Promise<Namespac
   }
   const rows = await query.execute();
   return rows.map((row) => ({
-    ...fromRow(row),
+    ...recordOf(row),
     grantedUsers: row.granted_users,
     grantedGroups: row.granted_groups,
     serviceCount: row.service_count,
@@ -53,7 +53,8 @@ export async function loadNamespaces(db: Db, names?: string[]): Promise<Namespac
   }));
 }
 
-function fromRow(row: NamespaceRow) {
+/** The stored fields of a namespace row, as a record has them. */
+export function recordOf(row: NamespaceRow) {
   return {
     id: row.id,
     name: row.name,
@@ -69,6 +70,24 @@ function fromRow(row: NamespaceRow) {
   };
 }
 
+/** Totals that change whenever anything a cached namespace shows changes. */
+export interface RegistryFingerprint {
+  namespaces: number;
+  newestUpdate: number;
+  services: number;
+  instances: number;
+  healthyInstances: number;
+}
+
+export async function registryFingerprint(db: Db): Promise<RegistryFingerprint> {
+  const { rows } = await sql<{ n: number; m: Date | null; s: number; i: number; h: number }>`
+    select (select count(*) from namespaces) as n, (select max(updated_at) from namespaces) as m,
+           (select count(*) from services) as s, (select count(*) from instances) as i,
+           (select count(*) from instances where healthy and not isolate) as h`.execute(db);
+  const row = rows[0]!;
+  return { namespaces: row.n, newestUpdate: row.m?.getTime() ?? 0, services: row.s, instances: row.i, healthyInstances: row.h };
+}
+
 export interface NewNamespace {
   name: string;
   comment: string | null;
@@ -77,26 +96,33 @@ export interface NewNamespace {
   serviceExportTo: string[];
   metadata: Record<string, string>;
   syncToGlobalRegistry: boolean;
-  createdBy: string;
+  createdBy: string | null;
 }
 
-/** Inserts a namespace; undefined when the name is taken. */
-export async function insertNamespace(db: Db, ns: NewNamespace): Promise<NamespaceRow | undefined> {
-  return db
-    .insertInto("namespaces")
-    .values({
-      name: ns.name,
-      comment: ns.comment,
-      owners: ns.owners,
-      token: ns.token,
-      service_export_to: ns.serviceExportTo,
-      metadata: JSON.stringify(ns.metadata),
-      sync_to_global_registry: ns.syncToGlobalRegistry,
-      created_by: ns.createdBy,
-    })
-    .onConflict((oc) => oc.column("name").doNothing())
-    .returningAll()
-    .executeTakeFirst();
+/**
+ * Inserts a namespace and its grants in one statement (so atomically, in one round trip);
+ * undefined when the name is taken.
+ */
+export async function insertNamespace(
+  db: Db,
+  ns: NewNamespace,
+  grants: { users: string[]; groups: string[] },
+): Promise<NamespaceRow | undefined> {
+  const kinds = [...grants.users.map(() => "user"), ...grants.groups.map(() => "group")];
+  const ids = [...grants.users, ...grants.groups];
+  const { rows } = await sql<NamespaceRow>`
+    with ns as (
+      insert into namespaces (name, comment, owners, token, service_export_to, metadata, sync_to_global_registry, created_by)
+      values (${ns.name}, ${ns.comment}, ${ns.owners}, ${ns.token}, ${ns.serviceExportTo}::text[],
+              ${JSON.stringify(ns.metadata)}::jsonb, ${ns.syncToGlobalRegistry}, ${ns.createdBy})
+      on conflict (name) do nothing
+      returning *
+    ), grants as (
+      insert into namespace_grants (namespace_id, principal_kind, principal_id)
+      select ns.id, g.kind, g.id from ns, unnest(${kinds}::text[], ${ids}::text[]) as g(kind, id)
+    )
+    select * from ns`.execute(db);
+  return rows[0];
 }
 
 /** Locks the namespace row for the rest of the transaction. */

@@ -1,6 +1,13 @@
 import type { Namespace } from "../../gen/v1/namespace.js";
 import type { Violations } from "../platform/errors.js";
 
+/** A namespace token: 128 random bits as lowercase hex. API keys never take this shape. */
+const NAMESPACE_TOKEN = /^[0-9a-f]{32}$/;
+
+export function isNamespaceToken(token: string): boolean {
+  return NAMESPACE_TOKEN.test(token);
+}
+
 export const NAME_PATTERN = /^[0-9A-Za-z\-./:_]+$/;
 export const MAX_NAME = 64;
 export const MAX_COMMENT = 1024;
