@@ -19,7 +19,7 @@ async function main(): Promise<void> {
 
   if (process.argv[2] === "migrate") {
     const { url, embedded } = await openDatabase(config, logger);
-    const db = createDb(url, 1);
+    const db = createDb(url, 1, logger);
     try {
       await migrateToLatest(db, logger);
     } finally {

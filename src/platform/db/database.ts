@@ -10,8 +10,12 @@ export type Db = Kysely<Database>;
 // int8 (counts) as number: every count this service returns fits in 2^53.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 
-export function createDb(url: string, poolSize: number): Db {
+export function createDb(url: string, poolSize: number, logger: Logger): Db {
   const pool = new pg.Pool({ connectionString: url, max: poolSize, application_name: "atrium" });
+  // An idle connection can be closed by the server at any time (a restart, a failover, or our own
+  // shutdown, which pg-pool's end() does not wait for); the pool replaces it. Unhandled, the
+  // error would crash the process.
+  pool.on("error", (error) => logger.warn({ event: "db_idle_connection_error", err: error }, "idle connection lost"));
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
 }
 

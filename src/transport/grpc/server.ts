@@ -11,6 +11,9 @@ import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { fileDescriptorSet } from "../descriptors.js";
 import type { Router } from "../router.js";
 
+/** How long long-lived streams may go on once the last unary call of a shutdown has finished. */
+const STREAM_FLUSH_MS = 100;
+
 export interface GrpcServer {
   port: number;
   /** Marks the server NOT_SERVING for health checks (first step of shutdown). */
@@ -26,18 +29,28 @@ export async function startGrpcServer(router: Router, host: string, port: number
   });
 
   const byService = new Map<grpc.ServiceDefinition, grpc.UntypedServiceImplementation>();
+  // Unary calls of our services in flight: shutdown waits for these, not for long-lived streams
+  // (health Watch, reflection), which would otherwise hold it for the whole grace period.
+  let inFlight = 0;
+  let drained: (() => void) | undefined;
   for (const method of router.methods.values()) {
     let impl = byService.get(method.service.definition);
     if (!impl) byService.set(method.service.definition, (impl = {}));
     impl[method.key] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
       const incoming = incomingCall(call);
-      method.invoke(call.request, incoming).then(
-        ({ response, headers }) => {
-          call.sendMetadata(toMetadata(headers));
-          callback(null, response);
-        },
-        (error: RpcError) => callback(toServiceError(error, incoming.requestId)),
-      );
+      inFlight++;
+      method
+        .invoke(call.request, incoming)
+        .then(
+          ({ response, headers }) => {
+            call.sendMetadata(toMetadata(headers));
+            callback(null, response);
+          },
+          (error: RpcError) => callback(toServiceError(error, incoming.requestId)),
+        )
+        .finally(() => {
+          if (--inFlight === 0) drained?.();
+        });
     };
   }
   for (const [definition, impl] of byService) server.addService(definition, impl);
@@ -67,14 +80,20 @@ export async function startGrpcServer(router: Router, host: string, port: number
     },
     shutdown: (graceMs) =>
       new Promise<void>((resolve) => {
-        const timer = setTimeout(() => {
+        let done = false;
+        const finish = () => {
+          if (done) return;
+          done = true;
+          clearTimeout(timer);
           server.forceShutdown();
           resolve();
-        }, graceMs);
-        server.tryShutdown(() => {
-          clearTimeout(timer);
-          resolve();
-        });
+        };
+        const timer = setTimeout(finish, graceMs);
+        server.tryShutdown(finish);
+        // Once our calls are done, watchers get a moment to receive NOT_SERVING; then their streams end.
+        const whenDrained = () => setTimeout(finish, STREAM_FLUSH_MS).unref();
+        if (inFlight === 0) whenDrained();
+        else drained = whenDrained;
       }),
   };
 }
