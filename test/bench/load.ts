@@ -7,13 +7,20 @@ export interface LoadResult {
   perSecond: number;
   p50Ms: number;
   p99Ms: number;
+  /** Server CPU per completed call, in microseconds, when a CPU meter was given. */
+  serverCpuUs?: number;
   firstError?: string;
 }
 
 export async function runLoad(
   name: string,
   call: (i: number) => Promise<unknown>,
-  { concurrency, durationMs, warmupMs = 1_000 }: { concurrency: number; durationMs: number; warmupMs?: number },
+  {
+    concurrency,
+    durationMs,
+    warmupMs = 1_000,
+    cpuMs,
+  }: { concurrency: number; durationMs: number; warmupMs?: number; cpuMs?: () => number },
 ): Promise<LoadResult> {
   let counter = 0;
   const warmupEnd = Date.now() + warmupMs;
@@ -27,6 +34,7 @@ export async function runLoad(
   let errors = 0;
   let firstError: string | undefined;
   const started = performance.now();
+  const cpuBefore = cpuMs?.();
   const end = Date.now() + durationMs;
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
@@ -43,6 +51,7 @@ export async function runLoad(
     }),
   );
   const seconds = (performance.now() - started) / 1000;
+  const cpuAfter = cpuMs?.();
   latencies.sort((a, b) => a - b);
   const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN;
   return {
@@ -53,6 +62,8 @@ export async function runLoad(
     perSecond: latencies.length / seconds,
     p50Ms: at(0.5),
     p99Ms: at(0.99),
+    serverCpuUs:
+      cpuBefore !== undefined && cpuAfter !== undefined ? ((cpuAfter - cpuBefore) * 1000) / Math.max(1, latencies.length) : undefined,
     firstError,
   };
 }

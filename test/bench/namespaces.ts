@@ -1,8 +1,12 @@
-import * as grpc from "@grpc/grpc-js";
-import * as protoLoader from "@grpc/proto-loader";
-import { protoPath as healthProtoPath } from "grpc-health-check";
+import { HealthCheckRequest } from "../../gen/health/v1/health.js";
+import {
+  CreateNamespaceRequest,
+  GetNamespaceRequest,
+  ListNamespacesRequest,
+} from "../../gen/v1/namespace_service.js";
 import { createClient } from "../../src/client/index.js";
 import { runLoad, type LoadResult } from "./load.js";
+import { RawClient } from "./raw-client.js";
 import type { ServerProcess } from "./server-process.js";
 
 const CONCURRENCY = 64;
@@ -20,7 +24,7 @@ export interface NamespaceBench {
  */
 export async function benchNamespaces(server: ServerProcess, adminToken: string): Promise<NamespaceBench> {
   const client = createClient({ address: server.grpcAddress, token: adminToken });
-  const health = healthClient(server.grpcAddress);
+  const raw = new RawClient(server.grpcAddress, adminToken);
   try {
     for (let i = 0; i < SEEDED; i += 100) {
       await client.namespaces.batchCreateNamespaces({
@@ -31,40 +35,36 @@ export async function benchNamespaces(server: ServerProcess, adminToken: string)
         })),
       });
     }
-    const options = { concurrency: CONCURRENCY, durationMs: DURATION_MS };
-    const results: LoadResult[] = [];
-    results.push(
-      await runLoad(
-        "no-op (grpc.health.v1.Health/Check)",
-        () => new Promise((resolve, reject) => health.Check({ service: "" }, (e: unknown, r: unknown) => (e ? reject(e) : resolve(r)))),
-        options,
-      ),
-    );
-    results.push(
-      await runLoad("GetNamespace", (i) => client.namespaces.getNamespace({ name: `bench-${(i * 7919) % SEEDED}` }), options),
-    );
-    results.push(
-      await runLoad("ListNamespaces (name=bench-1*, limit 100)", () => client.namespaces.listNamespaces({ name: ["bench-1*"] }), options),
-    );
+    const options = { concurrency: CONCURRENCY, durationMs: DURATION_MS, cpuMs: server.cpuMs };
+    const health = HealthCheckRequest.encode({ service: "" }).finish();
+    const gets = Array.from({ length: SEEDED }, (_, i) => GetNamespaceRequest.encode({ name: `bench-${i}` }).finish());
+    const list = ListNamespacesRequest.encode(ListNamespacesRequest.fromPartial({ name: ["bench-1*"] })).finish();
     const run = Date.now().toString(36);
+
+    const results: LoadResult[] = [];
+    results.push(await runLoad("no-op (grpc.health.v1.Health/Check)", () => raw.call("/grpc.health.v1.Health/Check", health), options));
+    results.push(
+      await runLoad("GetNamespace", (i) => raw.call("/v1.NamespaceService/GetNamespace", gets[(i * 7919) % SEEDED]!), options),
+    );
+    results.push(
+      await runLoad("ListNamespaces (name=bench-1*, limit 100)", () => raw.call("/v1.NamespaceService/ListNamespaces", list), options),
+    );
     results.push(
       await runLoad(
         "CreateNamespace",
-        (i) => client.namespaces.createNamespace({ namespace: { name: `c-${run}-${i}`, comment: "bench" } }),
+        (i) =>
+          raw.call(
+            "/v1.NamespaceService/CreateNamespace",
+            CreateNamespaceRequest.encode(
+              CreateNamespaceRequest.fromPartial({ namespace: { name: `c-${run}-${i}`, comment: "bench" } }),
+            ).finish(),
+          ),
         options,
       ),
     );
     return { results, memory: server.memory() };
   } finally {
     client.close();
-    health.close();
+    raw.close();
   }
-}
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-function healthClient(address: string): any {
-  const definition = protoLoader.loadSync(healthProtoPath, { keepCase: true });
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  const pkg = grpc.loadPackageDefinition(definition) as any;
-  return new pkg.grpc.health.v1.Health(address, grpc.credentials.createInsecure());
 }

@@ -17,18 +17,16 @@ async function main(): Promise<void> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), "atrium-bench-"));
   await fs.chmod(dir, 0o755);
   const pg = await startEmbeddedPostgres(dir, createLogger("warn"));
-  const server = await startServerProcess({
-    DATABASE_URL: pg.url,
-    ADMIN_TOKEN,
-    LOG_LEVEL: process.env.LOG_LEVEL ?? "info",
-    DATABASE_POOL_SIZE: "20",
-  });
+  const server = await startServerProcess(
+    { DATABASE_URL: pg.url, ADMIN_TOKEN, LOG_LEVEL: process.env.LOG_LEVEL ?? "info", DATABASE_POOL_SIZE: "20" },
+    path.join(os.tmpdir(), "atrium-bench-server.log"),
+  );
   try {
     console.log(`machine: ${os.cpus().length} cores, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, node ${process.version}`);
     console.log("\n== namespaces (grpc-js client, concurrency 64) ==");
     const ns = await benchNamespaces(server, ADMIN_TOKEN);
     printTable(ns.results, ns.results[0]!);
-    console.log(`server RSS ${ns.memory.rssMiB.toFixed(0)} MiB (peak ${ns.memory.peakMiB.toFixed(0)} MiB)`);
+    console.log(`server RSS ${ns.memory.rssMiB.toFixed(0)} MiB (peak ${ns.memory.peakMiB.toFixed(0)} MiB); log: ${server.logFile}`);
     const get = ns.results.find((r) => r.name === "GetNamespace")!;
     const create = ns.results.find((r) => r.name === "CreateNamespace")!;
     const noop = ns.results[0]!;
@@ -44,7 +42,16 @@ async function main(): Promise<void> {
 
 function printTable(results: LoadResult[], baseline: LoadResult): void {
   console.log(
-    ["scenario".padEnd(44), "req/s".padStart(9), "ratio".padStart(7), "p50 ms".padStart(8), "p99 ms".padStart(8), "errors".padStart(7)].join(" "),
+    [
+      "scenario".padEnd(44),
+      "req/s".padStart(9),
+      "ratio".padStart(7),
+      "p50 ms".padStart(8),
+      "p99 ms".padStart(8),
+      "srv CPU µs/call".padStart(16),
+      "cpu ratio".padStart(10),
+      "errors".padStart(7),
+    ].join(" "),
   );
   for (const r of results) {
     console.log(
@@ -54,6 +61,8 @@ function printTable(results: LoadResult[], baseline: LoadResult): void {
         (r.perSecond / baseline.perSecond).toFixed(2).padStart(7),
         r.p50Ms.toFixed(2).padStart(8),
         r.p99Ms.toFixed(2).padStart(8),
+        (r.serverCpuUs?.toFixed(0) ?? "-").padStart(16),
+        (r.serverCpuUs && baseline.serverCpuUs ? (r.serverCpuUs / baseline.serverCpuUs).toFixed(2) : "-").padStart(10),
         String(r.errors).padStart(7),
       ].join(" "),
     );

@@ -2,40 +2,52 @@ import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
-import readline from "node:readline";
 
 export interface ServerProcess {
+  /** The server's stdout (its JSON log), kept for inspection. */
+  logFile: string;
   grpcAddress: string;
   httpUrl: string;
   pid: number;
   /** Resident set size now and at its peak, in MiB (from /proc). */
   memory(): { rssMiB: number; peakMiB: number };
+  /** CPU time (user + system) the server has used so far, in milliseconds (from /proc). */
+  cpuMs(): number;
   stop(): Promise<void>;
 }
 
-/** Runs the built service (dist/src/main.js) as its own process, as `make run` would. */
-export async function startServerProcess(env: Record<string, string>): Promise<ServerProcess> {
+/**
+ * Runs the built service (dist/src/main.js) as its own process, as `make run` would. Its log goes
+ * to a file, not through this process, which must spend its CPU on generating load.
+ */
+export async function startServerProcess(env: Record<string, string>, logFile: string): Promise<ServerProcess> {
   const [grpcPort, httpPort] = [await freePort(), await freePort()];
   const main = path.resolve(import.meta.dirname, "../../src/main.js");
+  const log = fs.openSync(logFile, "w");
   const child: ChildProcess = spawn(process.execPath, [main], {
     env: { ...process.env, ...env, GRPC_PORT: String(grpcPort), HTTP_PORT: String(httpPort), HOST: "127.0.0.1" },
-    stdio: ["ignore", "pipe", "inherit"],
+    stdio: ["ignore", log, "inherit"],
   });
-  await new Promise<void>((resolve, reject) => {
-    const lines = readline.createInterface({ input: child.stdout! });
-    lines.on("line", (line) => {
-      if (line.includes('"event":"started"')) resolve();
-      if (line.includes('"level":"error"') || line.includes('"level":"fatal"')) process.stderr.write(line + "\n");
-    });
-    child.once("exit", (code) => reject(new Error(`server exited with ${code} before starting`)));
-  });
+  fs.closeSync(log);
+  let exited: number | null | undefined;
+  child.once("exit", (code) => (exited = code));
+  while (!fs.readFileSync(logFile, "utf8").includes('"event":"started"')) {
+    if (exited !== undefined) throw new Error(`server exited with ${exited} before starting; see ${logFile}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
   const status = () => fs.readFileSync(`/proc/${child.pid}/status`, "utf8");
   const kib = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status())?.[1] ?? NaN);
   return {
+    logFile,
     grpcAddress: `127.0.0.1:${grpcPort}`,
     httpUrl: `http://127.0.0.1:${httpPort}`,
     pid: child.pid!,
     memory: () => ({ rssMiB: kib("VmRSS") / 1024, peakMiB: kib("VmHWM") / 1024 }),
+    cpuMs: () => {
+      // Fields 14 and 15 of /proc/<pid>/stat, after the parenthesised command name, in clock ticks.
+      const fields = fs.readFileSync(`/proc/${child.pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+      return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SECOND;
+    },
     stop: () =>
       new Promise<void>((resolve) => {
         child.once("exit", () => resolve());
@@ -43,6 +55,9 @@ export async function startServerProcess(env: Record<string, string>): Promise<S
       }),
   };
 }
+
+/** USER_HZ on Linux. */
+const CLOCK_TICKS_PER_SECOND = 100;
 
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

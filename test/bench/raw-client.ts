@@ -1,0 +1,33 @@
+import * as grpc from "@grpc/grpc-js";
+
+/**
+ * The lightest possible gRPC caller: requests go out pre-encoded and responses come back as bytes,
+ * undecoded, so the load generator (which shares the machine's two cores with the server) spends
+ * as little CPU per call as it can, the same for every scenario and the baseline.
+ */
+export class RawClient {
+  private readonly client: grpc.Client;
+  private readonly metadata = new grpc.Metadata();
+
+  constructor(address: string, token?: string) {
+    this.client = new grpc.Client(address, grpc.credentials.createInsecure());
+    if (token) this.metadata.set("authorization", `Bearer ${token}`);
+  }
+
+  call(path: string, request: Uint8Array): Promise<Buffer> {
+    return new Promise((resolve, reject) => {
+      this.client.makeUnaryRequest(
+        path,
+        (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength),
+        (bytes: Buffer) => bytes,
+        request,
+        this.metadata,
+        (error, response) => (error ? reject(error) : resolve(response!)),
+      );
+    });
+  }
+
+  close(): void {
+    this.client.close();
+  }
+}
