@@ -169,6 +169,34 @@ describe("health", () => {
     }
   });
 
+  it("renews many instances in one batch, each with its own result", async () => {
+    const ns = (await a.admin.namespaces.createNamespace({ namespace: { name: "batch-hb" } })).namespace!;
+    await a.admin.namespaces.createNamespace({ namespace: { name: "batch-other" } });
+    const mine = await a.admin.registry.registerInstance({ namespace: "batch-hb", service: "api", host: "h", port: 1, ttlSeconds: 30 });
+    const theirs = await a.admin.registry.registerInstance({ namespace: "batch-other", service: "api", host: "h", port: 1 });
+    const asNamespace = b.client(ns.token!).registry;
+    const { results } = await asNamespace.batchHeartbeat({
+      heartbeats: [
+        { namespace: "batch-hb", service: "api", instanceId: mine.instance!.id },
+        { namespace: "batch-other", service: "api", instanceId: theirs.instance!.id },
+        { namespace: "batch-hb", service: "api", instanceId: "00000000-0000-0000-0000-000000000000" },
+        { namespace: "batch-hb", service: "", instanceId: mine.instance!.id },
+      ],
+    });
+    expect(results.map((r) => r.status!.code)).toEqual([
+      Code.OK,
+      Code.PERMISSION_DENIED,
+      Code.NOT_FOUND,
+      Code.INVALID_ARGUMENT,
+    ]);
+    expect(results[0]!.expireTime!.getTime()).toBeGreaterThan(Date.now() + 25_000);
+    expect(results[3]!.status!.message).toContain("heartbeats[3].service");
+    expect(results.map((r) => r.instanceId)).toEqual([mine.instance!.id, theirs.instance!.id, "00000000-0000-0000-0000-000000000000", mine.instance!.id]);
+
+    const empty = await failure(asNamespace.batchHeartbeat({ heartbeats: [] }));
+    expect(empty.fieldViolations[0]!.field).toBe("heartbeats");
+  });
+
   it("refuses a heartbeat that names another namespace's instance", async () => {
     await a.admin.namespaces.createNamespace({ namespace: { name: "hb-one" } });
     await a.admin.namespaces.createNamespace({ namespace: { name: "hb-two" } });

@@ -20,6 +20,7 @@ import {
 } from "@grpc/grpc-js";
 import { FieldMask } from "../google/protobuf/field_mask.js";
 import { Timestamp } from "../google/protobuf/timestamp.js";
+import { BatchItemStatus } from "./namespace_service.js";
 
 export const protobufPackage = "v1";
 
@@ -100,6 +101,22 @@ export interface HeartbeatRequest {
 export interface HeartbeatResponse {
   /** When the instance turns unhealthy without another heartbeat. */
   expireTime: Date | undefined;
+}
+
+export interface BatchHeartbeatRequest {
+  heartbeats: HeartbeatRequest[];
+}
+
+export interface BatchHeartbeatResponse {
+  /** One result per heartbeat, in request order. */
+  results: BatchHeartbeatResult[];
+}
+
+export interface BatchHeartbeatResult {
+  instanceId: string;
+  /** Set when status.code is 0. */
+  expireTime: Date | undefined;
+  status: BatchItemStatus | undefined;
 }
 
 export interface UpdateInstanceRequest {
@@ -1058,6 +1075,197 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
   },
 };
 
+function createBaseBatchHeartbeatRequest(): BatchHeartbeatRequest {
+  return { heartbeats: [] };
+}
+
+export const BatchHeartbeatRequest: MessageFns<BatchHeartbeatRequest> = {
+  encode(message: BatchHeartbeatRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.heartbeats) {
+      HeartbeatRequest.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): BatchHeartbeatRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBatchHeartbeatRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.heartbeats.push(HeartbeatRequest.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<BatchHeartbeatRequest>, I>>(base?: I): BatchHeartbeatRequest {
+    return BatchHeartbeatRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<BatchHeartbeatRequest>, I>>(object: I): BatchHeartbeatRequest {
+    const message = createBaseBatchHeartbeatRequest();
+    message.heartbeats = object.heartbeats?.map((e) => HeartbeatRequest.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseBatchHeartbeatResponse(): BatchHeartbeatResponse {
+  return { results: [] };
+}
+
+export const BatchHeartbeatResponse: MessageFns<BatchHeartbeatResponse> = {
+  encode(message: BatchHeartbeatResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.results) {
+      BatchHeartbeatResult.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): BatchHeartbeatResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBatchHeartbeatResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.results.push(BatchHeartbeatResult.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<BatchHeartbeatResponse>, I>>(base?: I): BatchHeartbeatResponse {
+    return BatchHeartbeatResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<BatchHeartbeatResponse>, I>>(object: I): BatchHeartbeatResponse {
+    const message = createBaseBatchHeartbeatResponse();
+    message.results = object.results?.map((e) => BatchHeartbeatResult.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseBatchHeartbeatResult(): BatchHeartbeatResult {
+  return { instanceId: "", expireTime: undefined, status: undefined };
+}
+
+export const BatchHeartbeatResult: MessageFns<BatchHeartbeatResult> = {
+  encode(message: BatchHeartbeatResult, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.instanceId !== "") {
+      writer.uint32(10).string(message.instanceId);
+    }
+    if (message.expireTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.expireTime), writer.uint32(18).fork()).join();
+    }
+    if (message.status !== undefined) {
+      BatchItemStatus.encode(message.status, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): BatchHeartbeatResult {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBatchHeartbeatResult();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.instanceId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.expireTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.status = BatchItemStatus.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<BatchHeartbeatResult>, I>>(base?: I): BatchHeartbeatResult {
+    return BatchHeartbeatResult.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<BatchHeartbeatResult>, I>>(object: I): BatchHeartbeatResult {
+    const message = createBaseBatchHeartbeatResult();
+    message.instanceId = object.instanceId ?? "";
+    message.expireTime = object.expireTime ?? undefined;
+    message.status = (object.status !== undefined && object.status !== null)
+      ? BatchItemStatus.fromPartial(object.status)
+      : undefined;
+    return message;
+  },
+};
+
 function createBaseUpdateInstanceRequest(): UpdateInstanceRequest {
   return { namespace: "", service: "", instanceId: "", weight: 0, metadata: {}, isolate: false, updateMask: undefined };
 }
@@ -1758,6 +1966,21 @@ export const RegistryServiceService = {
     responseSerialize: (value: HeartbeatResponse): Buffer => Buffer.from(HeartbeatResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): HeartbeatResponse => HeartbeatResponse.decode(value),
   },
+  /**
+   * Renews up to 1000 instances in one call, as an agent heartbeating every instance on its host
+   * would; each item succeeds or fails on its own.
+   */
+  batchHeartbeat: {
+    path: "/v1.RegistryService/BatchHeartbeat" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: BatchHeartbeatRequest): Buffer =>
+      Buffer.from(BatchHeartbeatRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): BatchHeartbeatRequest => BatchHeartbeatRequest.decode(value),
+    responseSerialize: (value: BatchHeartbeatResponse): Buffer =>
+      Buffer.from(BatchHeartbeatResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): BatchHeartbeatResponse => BatchHeartbeatResponse.decode(value),
+  },
   /** Changes an instance's weight, metadata or isolation (isolation needs the `admin` scope). */
   updateInstance: {
     path: "/v1.RegistryService/UpdateInstance" as const,
@@ -1815,6 +2038,11 @@ export interface RegistryServiceServer extends UntypedServiceImplementation {
   deregisterInstance: handleUnaryCall<DeregisterInstanceRequest, DeregisterInstanceResponse>;
   /** Renews an instance's health for another TTL. */
   heartbeat: handleUnaryCall<HeartbeatRequest, HeartbeatResponse>;
+  /**
+   * Renews up to 1000 instances in one call, as an agent heartbeating every instance on its host
+   * would; each item succeeds or fails on its own.
+   */
+  batchHeartbeat: handleUnaryCall<BatchHeartbeatRequest, BatchHeartbeatResponse>;
   /** Changes an instance's weight, metadata or isolation (isolation needs the `admin` scope). */
   updateInstance: handleUnaryCall<UpdateInstanceRequest, UpdateInstanceResponse>;
   /** Lists the services of a namespace, by name. */
@@ -1876,6 +2104,25 @@ export interface RegistryServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: HeartbeatResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Renews up to 1000 instances in one call, as an agent heartbeating every instance on its host
+   * would; each item succeeds or fails on its own.
+   */
+  batchHeartbeat(
+    request: BatchHeartbeatRequest,
+    callback: (error: ServiceError | null, response: BatchHeartbeatResponse) => void,
+  ): ClientUnaryCall;
+  batchHeartbeat(
+    request: BatchHeartbeatRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: BatchHeartbeatResponse) => void,
+  ): ClientUnaryCall;
+  batchHeartbeat(
+    request: BatchHeartbeatRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: BatchHeartbeatResponse) => void,
   ): ClientUnaryCall;
   /** Changes an instance's weight, metadata or isolation (isolation needs the `admin` scope). */
   updateInstance(

@@ -66,9 +66,9 @@ export function namespaceService(namespaces: NamespaceService) {
   });
 }
 
-const OK: BatchItemStatus = { code: Code.OK, message: "", reason: "" };
+export const OK: BatchItemStatus = { code: Code.OK, message: "", reason: "" };
 
-function itemStatus(error: RpcError): BatchItemStatus {
+export function itemStatus(error: RpcError): BatchItemStatus {
   return { code: error.code, message: error.message, reason: error.reason };
 }
 

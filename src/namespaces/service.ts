@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { Namespace } from "../../gen/v1/namespace.js";
 import { isAdmin, type Principal } from "../platform/auth.js";
+import { checkBatchSize, settle, type BatchResult } from "../platform/batch.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import {
@@ -35,8 +36,6 @@ export interface ListFilters {
   offset: number;
   limit: number;
 }
-
-export type BatchResult<T> = { ok: true; value: T } | { ok: false; error: RpcError };
 
 /** Namespace rules: validation, permissions, and writes that keep every replica's cache current. */
 export class NamespaceService {
@@ -105,7 +104,7 @@ export class NamespaceService {
   }
 
   async batchCreate(principal: Principal, list: Namespace[]): Promise<BatchResult<NamespaceRecord>[]> {
-    checkBatchSize(list.length, "namespaces");
+    checkBatchSize(list.length, "namespaces", MAX_BATCH);
     const results: BatchResult<NamespaceRecord>[] = [];
     for (const [i, ns] of list.entries()) {
       results.push(await settle(() => this.create(principal, ns, `namespaces[${i}]`)));
@@ -208,7 +207,7 @@ export class NamespaceService {
   }
 
   async batchDelete(principal: Principal, names: string[]): Promise<BatchResult<string>[]> {
-    checkBatchSize(names.length, "names");
+    checkBatchSize(names.length, "names", MAX_BATCH);
     const results: BatchResult<string>[] = [];
     for (const [i, name] of names.entries()) {
       results.push(await settle(async () => (await this.delete(principal, name, `names[${i}]`), name)));
@@ -265,22 +264,6 @@ function maskFields(violations: Violations, paths: string[]): Set<UpdatableField
     else violations.add(`update_mask.paths[${i}]`, `unknown field "${raw}"`);
   });
   return fields;
-}
-
-function checkBatchSize(size: number, field: string): void {
-  const violations = new Violations();
-  if (size === 0) violations.add(field, "must not be empty");
-  if (size > MAX_BATCH) violations.add(field, `at most ${MAX_BATCH} items per batch`);
-  violations.throwIfAny();
-}
-
-async function settle<T>(run: () => Promise<T>): Promise<BatchResult<T>> {
-  try {
-    return { ok: true, value: await run() };
-  } catch (error) {
-    if (error instanceof RpcError) return { ok: false, error };
-    throw error;
-  }
 }
 
 function namespaceHasServices(name: string): RpcError {

@@ -1,4 +1,5 @@
 import { RegistryServiceService, type Instance } from "../../gen/v1/registry_service.js";
+import { itemStatus, OK } from "../namespaces/handlers.js";
 import { pageOf } from "../platform/paging.js";
 import { defineService } from "../transport/call.js";
 import type { InstanceRecord } from "./repository.js";
@@ -19,6 +20,14 @@ export function registryService(registry: RegistryService) {
       },
 
       heartbeat: async (request, ctx) => ({ expireTime: await registry.heartbeat(ctx.principal, request) }),
+
+      batchHeartbeat: async (request, ctx) => ({
+        results: (await registry.batchHeartbeat(ctx.principal, request.heartbeats)).map((result, i) => ({
+          instanceId: request.heartbeats[i]!.instanceId,
+          expireTime: result.ok ? result.value : undefined,
+          status: result.ok ? OK : itemStatus(result.error),
+        })),
+      }),
 
       updateInstance: async (request, ctx) => ({
         instance: toInstance(request.namespace, await registry.update(ctx.principal, request)),

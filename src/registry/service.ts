@@ -7,6 +7,7 @@ import type {
   UpdateInstanceRequest,
 } from "../../gen/v1/registry_service.js";
 import { isAdmin, type Principal } from "../platform/auth.js";
+import { checkBatchSize, settle, type BatchResult } from "../platform/batch.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import { Code, notFound, permissionDenied, RpcError, Violations } from "../platform/errors.js";
@@ -26,6 +27,7 @@ const MAX_WEIGHT = 10_000;
 const DEFAULT_TTL_SECONDS = 5;
 const MAX_TTL_SECONDS = 3_600;
 const UPDATABLE = ["weight", "metadata", "isolate"] as const;
+const MAX_HEARTBEATS_PER_CALL = 1_000;
 
 /**
  * Services and instances. Writes that change a namespace's counts notify the namespace cache on
@@ -75,14 +77,20 @@ export class RegistryService {
     });
   }
 
-  async heartbeat(principal: Principal, request: HeartbeatRequest): Promise<Date> {
-    checkInstanceAddress(request);
+  async heartbeat(principal: Principal, request: HeartbeatRequest, at = ""): Promise<Date> {
+    checkInstanceAddress(request, at);
     this.mayWrite(principal, request.namespace);
     const outcome = isUuid(request.instanceId)
       ? await this.heartbeats.renew({ instanceId: request.instanceId, namespace: request.namespace, service: request.service })
       : undefined;
     if (!outcome) throw instanceNotFound(request);
     return outcome.expiresAt;
+  }
+
+  /** Heartbeats in one call; they share the batcher's writes with every other heartbeat. */
+  async batchHeartbeat(principal: Principal, heartbeats: HeartbeatRequest[]): Promise<BatchResult<Date>[]> {
+    checkBatchSize(heartbeats.length, "heartbeats", MAX_HEARTBEATS_PER_CALL);
+    return Promise.all(heartbeats.map((h, i) => settle(() => this.heartbeat(principal, h, `heartbeats[${i}].`))));
   }
 
   async update(principal: Principal, request: UpdateInstanceRequest): Promise<InstanceRecord> {
@@ -209,17 +217,18 @@ export class RegistryService {
   }
 }
 
-function checkServiceName(violations: Violations, service: string): void {
-  if (service === "") violations.add("service", "is required");
-  else if (service.length > MAX_SERVICE) violations.add("service", `must be at most ${MAX_SERVICE} characters`);
-  else if (!SERVICE_PATTERN.test(service)) violations.add("service", "may contain only letters, digits and - . / : _");
+function checkServiceName(violations: Violations, service: string, field = "service"): void {
+  if (service === "") violations.add(field, "is required");
+  else if (service.length > MAX_SERVICE) violations.add(field, `must be at most ${MAX_SERVICE} characters`);
+  else if (!SERVICE_PATTERN.test(service)) violations.add(field, "may contain only letters, digits and - . / : _");
 }
 
-function checkInstanceAddress(request: { namespace: string; service: string; instanceId: string }): void {
+/** `at` prefixes the field names, e.g. `heartbeats[3].` in a batch. */
+function checkInstanceAddress(request: { namespace: string; service: string; instanceId: string }, at = ""): void {
   const violations = new Violations();
-  checkName(violations, "namespace", request.namespace);
-  checkServiceName(violations, request.service);
-  if (request.instanceId === "") violations.add("instance_id", "is required");
+  checkName(violations, `${at}namespace`, request.namespace);
+  checkServiceName(violations, request.service, `${at}service`);
+  if (request.instanceId === "") violations.add(`${at}instance_id`, "is required");
   violations.throwIfAny();
 }
 

@@ -5,6 +5,7 @@ import { startEmbeddedPostgres } from "../../src/platform/db/embedded-postgres.j
 import { createLogger } from "../../src/platform/logger.js";
 import type { LoadResult } from "./load.js";
 import { benchNamespaces } from "./namespaces.js";
+import { benchRegistry, HEARTBEATS_PER_BATCH } from "./registry.js";
 import { startServerProcess } from "./server-process.js";
 
 const ADMIN_TOKEN = "bench-admin-token-0123456789";
@@ -33,6 +34,18 @@ async function main(): Promise<void> {
     check("GetNamespace >= 70% of the no-op's requests/s", get.perSecond / noop.perSecond >= 0.7);
     check("GetNamespace p99 < 20 ms", get.p99Ms < 20);
     check("CreateNamespace >= 1,500/s", create.perSecond >= 1500);
+
+    console.log("\n== registry: services and instances (grpc-js client, concurrency 64) ==");
+    const registry = await benchRegistry(server, ADMIN_TOKEN);
+    printTable(registry, registry[0]!);
+    const [, single, batched, list, listHealthy] = registry;
+    const batchedPerSecond = batched!.perSecond * HEARTBEATS_PER_BATCH;
+    console.log(
+      `heartbeats/s: ${single!.perSecond.toFixed(0)} one per call, ${batchedPerSecond.toFixed(0)} in batches of ${HEARTBEATS_PER_BATCH}`,
+    );
+    check("heartbeats >= 5,000/s with 10,000 instances (one per call)", single!.perSecond >= 5000);
+    check("heartbeats >= 5,000/s with 10,000 instances (batched)", batchedPerSecond >= 5000);
+    console.log(`ListInstances p99 ${list!.p99Ms.toFixed(2)} ms, healthy_only p99 ${listHealthy!.p99Ms.toFixed(2)} ms`);
   } finally {
     await server.stop();
     await pg.stop();

@@ -10,8 +10,26 @@ export type Db = Kysely<Database>;
 // int8 (counts) as number: every count this service returns fits in 2^53.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 
+const parseTimestamptzSlowly = pg.types.getTypeParser(pg.types.builtins.TIMESTAMPTZ);
+const UTC_TIMESTAMP = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)?\+00$/;
+
+/**
+ * Sessions run in UTC, where PostgreSQL writes `2026-11-20 23:05:48.123456+00`: one step from
+ * ISO 8601, which Date.parse reads natively, several times faster than the generic parser (rows of
+ * instances carry three timestamps each). Anything else (infinity, BC) takes the generic path.
+ */
+export function parseTimestamptz(value: string): Date {
+  return UTC_TIMESTAMP.test(value) ? new Date(`${value.replace(" ", "T")}:00`) : parseTimestamptzSlowly(value);
+}
+pg.types.setTypeParser(pg.types.builtins.TIMESTAMPTZ, parseTimestamptz);
+
 export function createDb(url: string, poolSize: number, logger: Logger): Db {
-  const pool = new pg.Pool({ connectionString: url, max: poolSize, application_name: "atrium" });
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: poolSize,
+    application_name: "atrium",
+    options: "-c TimeZone=UTC",
+  });
   // An idle connection can be closed by the server at any time (a restart, a failover, or our own
   // shutdown, which pg-pool's end() does not wait for); the pool replaces it. Unhandled, the
   // error would crash the process.

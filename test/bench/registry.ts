@@ -1,0 +1,93 @@
+import { HealthCheckRequest } from "../../gen/health/v1/health.js";
+import { BatchHeartbeatRequest, HeartbeatRequest, ListInstancesRequest } from "../../gen/v1/registry_service.js";
+import { createClient } from "../../src/client/index.js";
+import { runLoad, type LoadResult } from "./load.js";
+import { RawClient } from "./raw-client.js";
+import type { ServerProcess } from "./server-process.js";
+
+const NAMESPACES = 10;
+const SERVICES_PER_NAMESPACE = 10;
+const INSTANCES_PER_SERVICE = 100;
+const CONCURRENCY = 64;
+const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 10_000);
+/** Heartbeats per BatchHeartbeat call: one agent renewing the instances on its host. */
+export const HEARTBEATS_PER_BATCH = 100;
+
+/**
+ * 10,000 registered instances (10 namespaces x 10 services x 100), each namespace's agents
+ * authenticating with the namespace token as registry clients do: heartbeats across all of them,
+ * and ListInstances of one 100-instance service, next to the no-op in the same run.
+ */
+export async function benchRegistry(server: ServerProcess, adminToken: string): Promise<LoadResult[]> {
+  const admin = createClient({ address: server.grpcAddress, token: adminToken });
+  const heartbeats: { token: string; request: Uint8Array; message: HeartbeatRequest }[] = [];
+  const clients = new Map<string, RawClient>();
+  try {
+    for (let n = 0; n < NAMESPACES; n++) {
+      const { namespace } = await admin.namespaces.createNamespace({ namespace: { name: `reg-bench-${n}` } });
+      const token = namespace!.token!;
+      clients.set(token, new RawClient(server.grpcAddress, token));
+      const registrations: Promise<void>[] = [];
+      for (let s = 0; s < SERVICES_PER_NAMESPACE; s++) {
+        for (let i = 0; i < INSTANCES_PER_SERVICE; i++) {
+          registrations.push(
+            admin.registry
+              .registerInstance({
+                namespace: `reg-bench-${n}`,
+                service: `svc-${s}`,
+                host: `10.${n}.${s}.${i}`,
+                port: 8080,
+                ttlSeconds: 60,
+              })
+              .then(({ instance }) => {
+                const message = { namespace: instance!.namespace, service: instance!.service, instanceId: instance!.id };
+                heartbeats.push({ token, message, request: HeartbeatRequest.encode(message).finish() });
+              }),
+          );
+          // Keep at most a few hundred registrations in flight.
+          if (registrations.length >= 200) await Promise.all(registrations.splice(0));
+        }
+      }
+      await Promise.all(registrations);
+    }
+
+    const options = { concurrency: CONCURRENCY, durationMs: DURATION_MS, cpuMs: server.cpuMs };
+    const raw = [...clients.values()][0]!;
+    const health = HealthCheckRequest.encode({ service: "" }).finish();
+    const list = ListInstancesRequest.encode({ namespace: "reg-bench-0", service: "svc-0", healthyOnly: false }).finish();
+    const listHealthy = ListInstancesRequest.encode({ namespace: "reg-bench-0", service: "svc-0", healthyOnly: true }).finish();
+    // Each batch holds one namespace's instances, sent with that namespace's token.
+    const batches: { token: string; request: Uint8Array }[] = [];
+    const byToken = Map.groupBy(heartbeats, (h) => h.token);
+    for (const [token, group] of byToken) {
+      for (let i = 0; i < group.length; i += HEARTBEATS_PER_BATCH) {
+        const items = group.slice(i, i + HEARTBEATS_PER_BATCH).map((h) => h.message);
+        batches.push({ token, request: BatchHeartbeatRequest.encode({ heartbeats: items }).finish() });
+      }
+    }
+    return [
+      await runLoad("no-op (grpc.health.v1.Health/Check)", () => raw.call("/grpc.health.v1.Health/Check", health), options),
+      await runLoad(
+        `Heartbeat (${heartbeats.length} instances)`,
+        (i) => {
+          const { token, request } = heartbeats[(i * 7919) % heartbeats.length]!;
+          return clients.get(token)!.call("/v1.RegistryService/Heartbeat", request);
+        },
+        options,
+      ),
+      await runLoad(
+        `BatchHeartbeat (${HEARTBEATS_PER_BATCH} per call)`,
+        (i) => {
+          const { token, request } = batches[i % batches.length]!;
+          return clients.get(token)!.call("/v1.RegistryService/BatchHeartbeat", request);
+        },
+        { ...options, concurrency: 8 },
+      ),
+      await runLoad("ListInstances (100 instances)", () => raw.call("/v1.RegistryService/ListInstances", list), options),
+      await runLoad("ListInstances healthy_only", () => raw.call("/v1.RegistryService/ListInstances", listHealthy), options),
+    ];
+  } finally {
+    admin.close();
+    for (const client of clients.values()) client.close();
+  }
+}
