@@ -453,13 +453,15 @@ export function parseCookies(header: string | undefined): Map<string, string> {
 }
 
 /**
- * A cookie rides along on cross-site requests; a write authenticated by it must be JSON (which a
- * plain HTML form cannot send) and, when the browser says where it came from, same-origin.
+ * A cookie rides along on cross-site requests; a POST authenticated by it must be JSON (which a
+ * plain HTML form cannot send), and any write, when the browser says where it came from, same-origin.
  */
 function checkCsrf(req: IncomingMessage, route: Route, credential: Credential | undefined): void {
   if (credential?.source !== "cookie" || route.verb === "GET") return;
   const type = (req.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
-  if (type !== "application/json") {
+  // A form or another site's "simple" request can only POST; PUT, PATCH and DELETE from another
+  // origin need a CORS preflight, which this server never grants.
+  if (route.verb === "POST" && type !== "application/json") {
     throw new RpcError(Code.PERMISSION_DENIED, "cookie-authenticated writes must send Content-Type: application/json", {
       reason: "CSRF_CONTENT_TYPE",
     });
