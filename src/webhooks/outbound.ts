@@ -1,0 +1,101 @@
+import { Agent } from "undici";
+import { checkUrlSyntax, SsrfBlockedError, type SsrfGuard } from "./ssrf.js";
+
+export interface WebhookHttpClientOptions {
+  guard: SsrfGuard;
+  /** Bound on one whole attempt: connect, headers and body. */
+  timeoutMs?: number;
+  /** Bytes of the response body kept for the delivery record; the rest is never read. */
+  maxResponseBytes?: number;
+  connectionsPerOrigin?: number;
+}
+
+export interface PostResult {
+  /** HTTP status, or 0 when no response arrived (network failure, timeout, SSRF block). */
+  status: number;
+  latencyMs: number;
+  responseBody: string;
+  error?: string;
+}
+
+/**
+ * Posts webhook deliveries over keep-alive pools, one per receiver origin. Redirects are never
+ * followed (a 3xx is the answer), and every connection goes to an address the guard checked.
+ */
+export class WebhookHttpClient {
+  private readonly guard: SsrfGuard;
+  private readonly timeoutMs: number;
+  private readonly maxResponseBytes: number;
+  private readonly agent: Agent;
+
+  constructor(options: WebhookHttpClientOptions) {
+    this.guard = options.guard;
+    this.timeoutMs = options.timeoutMs ?? 10_000;
+    this.maxResponseBytes = options.maxResponseBytes ?? 4096;
+    this.agent = new Agent({
+      connections: options.connectionsPerOrigin ?? 32,
+      connect: { lookup: this.guard.connectLookup() },
+    });
+  }
+
+  /** Never throws: every failure comes back as status 0 with an error. */
+  async post(url: string, body: string | Buffer, headers: Record<string, string>): Promise<PostResult> {
+    const started = performance.now();
+    const failed = (error: string): PostResult => ({ status: 0, latencyMs: elapsed(started), responseBody: "", error });
+
+    const syntax = checkUrlSyntax(url);
+    if ("problem" in syntax) return failed(`invalid URL: ${syntax.detail}`);
+    const blocked = this.guard.checkLiteralHost(syntax.url);
+    if (blocked !== undefined) return failed(`blocked: ${blocked}`);
+
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), this.timeoutMs);
+    try {
+      const response = await this.agent.request({
+        origin: syntax.url.origin,
+        path: syntax.url.pathname + syntax.url.search,
+        method: "POST",
+        headers,
+        body,
+        signal: controller.signal,
+      });
+      const responseBody = await readCapped(response.body, this.maxResponseBytes);
+      return { status: response.statusCode, latencyMs: elapsed(started), responseBody };
+    } catch (error) {
+      if (controller.signal.aborted) return failed(`timeout after ${this.timeoutMs} ms`);
+      return failed(describe(error));
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.agent.close();
+  }
+}
+
+/** Reads at most `limit` bytes; leaving the loop early destroys the stream, which drops the connection. */
+async function readCapped(body: AsyncIterable<Buffer>, limit: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    const kept = chunk.subarray(0, limit - size);
+    chunks.push(kept);
+    size += kept.length;
+    if (size >= limit) break;
+  }
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+function describe(error: unknown): string {
+  // Happy-eyeballs connects fail with one AggregateError carrying each address's error.
+  const cause = error instanceof AggregateError && error.errors.length > 0 ? error.errors[0] : error;
+  if (cause instanceof SsrfBlockedError) return `blocked: ${cause.message}`;
+  if (!(cause instanceof Error)) return String(cause);
+  const code = (cause as NodeJS.ErrnoException).code;
+  return code === undefined || cause.message.includes(code) ? cause.message : `${code}: ${cause.message}`;
+}
+
+function elapsed(started: number): number {
+  return Math.round(performance.now() - started);
+}
