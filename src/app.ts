@@ -14,6 +14,11 @@ import { ExpirySweeper } from "./registry/expiry.js";
 import { registryService } from "./registry/handlers.js";
 import { HeartbeatBatcher } from "./registry/heartbeats.js";
 import { RegistryService } from "./registry/service.js";
+import { Dispatcher } from "./webhooks/dispatcher.js";
+import { webhookService } from "./webhooks/handlers.js";
+import { WebhookHttpClient } from "./webhooks/outbound.js";
+import { WebhookService } from "./webhooks/service.js";
+import { SsrfGuard } from "./webhooks/ssrf.js";
 import { startGrpcServer, type GrpcServer } from "./transport/grpc/server.js";
 import { startHttpServer, type HttpServer } from "./transport/http/server.js";
 import { Transcoder } from "./transport/http/transcoder.js";
@@ -46,9 +51,11 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
   let http: HttpServer | undefined;
   let sweeper: ExpirySweeper | undefined;
   let namespaceCache: NamespaceCache | undefined;
+  let dispatcher: Dispatcher | undefined;
   let serving = false;
 
   const closeStorage = async () => {
+    await dispatcher?.stop();
     await sweeper?.stop();
     await namespaceCache?.stopChecks();
     await notifications.stop();
@@ -65,17 +72,27 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
     const heartbeats = new HeartbeatBatcher(db, notifications, logger);
     const registry = new RegistryService(db, notifications, namespaceCache, heartbeats);
     sweeper = new ExpirySweeper(db, notifications, logger, config.expirySweepMs);
+    const guard = new SsrfGuard({ allowPrivate: config.webhooks.allowPrivate });
+    dispatcher = new Dispatcher(
+      db,
+      new WebhookHttpClient({ guard, timeoutMs: config.webhooks.timeoutMs }),
+      notifications,
+      logger,
+      config.webhooks,
+    );
+    const webhooks = new WebhookService(db, guard, dispatcher);
     await notifications.start();
     await auth.bootstrap(config.adminToken);
     sweeper.start();
     namespaceCache.startChecks(config.cacheCheckMs);
+    dispatcher.start();
 
     const authenticate: Authenticator = (credential) =>
       credential && isNamespaceToken(credential.token)
         ? namespaces.principalOfToken(credential.token)
         : auth.authenticate(credential);
     const router = new Router(
-      [adminService(auth), namespaceService(namespaces), registryService(registry)],
+      [adminService(auth), namespaceService(namespaces), registryService(registry), webhookService(webhooks)],
       authenticate,
       logger,
     );

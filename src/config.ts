@@ -25,6 +25,18 @@ export interface Config {
   expirySweepMs: number;
   /** How often each replica compares its namespace cache with the database (for lost notices). */
   cacheCheckMs: number;
+  webhooks: {
+    /** Let webhooks target private and loopback addresses (local setups and tests only). */
+    allowPrivate: boolean;
+    /** Bound on one delivery attempt (the seed: 10 s). */
+    timeoutMs: number;
+    /** Backoff unit: retries wait 1x, 2x, 4x this (the seed: 1 s). */
+    retryBaseMs: number;
+    /** Deliveries in flight per replica. */
+    concurrency: number;
+    /** Newest delivery attempts kept per webhook. */
+    historyLimit: number;
+  };
 }
 
 const LOG_LEVELS: readonly LogLevel[] = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
@@ -49,6 +61,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       return fallback;
     }
     return value;
+  };
+
+  const bool = (name: string, fallback: boolean): boolean => {
+    const raw = env[name];
+    if (raw === undefined || raw === "") return fallback;
+    if (raw === "true" || raw === "1") return true;
+    if (raw === "false" || raw === "0") return false;
+    problems.push(`${name}: must be true or false, got "${raw}"`);
+    return fallback;
   };
 
   const databaseUrl = env.DATABASE_URL || undefined;
@@ -80,6 +101,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownGraceMs: int("SHUTDOWN_GRACE_MS", 10_000, 0, 600_000),
     expirySweepMs: int("INSTANCE_EXPIRY_SWEEP_MS", 500, 50, 60_000),
     cacheCheckMs: int("CACHE_CHECK_MS", 5_000, 100, 3_600_000),
+    webhooks: {
+      allowPrivate: bool("WEBHOOK_ALLOW_PRIVATE", false),
+      timeoutMs: int("WEBHOOK_TIMEOUT_MS", 10_000, 100, 120_000),
+      retryBaseMs: int("WEBHOOK_RETRY_BASE_MS", 1_000, 1, 3_600_000),
+      concurrency: int("WEBHOOK_CONCURRENCY", 64, 1, 10_000),
+      historyLimit: int("WEBHOOK_HISTORY_LIMIT", 1_000, 1, 1_000_000),
+    },
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;

@@ -27,6 +27,8 @@ type HandlersOf<S extends ServiceDefinition> = {
 export interface ServiceImplementation<S extends ServiceDefinition = ServiceDefinition> {
   definition: S;
   scope: Scope;
+  /** Methods that need another scope than the service's, by handler key. */
+  methodScopes: Partial<Record<keyof S, Scope>>;
   /** Whether a namespace's token may call it (the handlers then confine it to its namespace). */
   acceptsNamespaceTokens: boolean;
   handlers: HandlersOf<S>;
@@ -36,9 +38,12 @@ export function defineService<S extends ServiceDefinition>(
   definition: S,
   scope: Scope,
   handlers: HandlersOf<S>,
-  { acceptsNamespaceTokens = false }: { acceptsNamespaceTokens?: boolean } = {},
+  {
+    acceptsNamespaceTokens = false,
+    methodScopes = {},
+  }: { acceptsNamespaceTokens?: boolean; methodScopes?: Partial<Record<keyof S, Scope>> } = {},
 ): ServiceImplementation {
-  return { definition, scope, handlers, acceptsNamespaceTokens } as unknown as ServiceImplementation;
+  return { definition, scope, handlers, acceptsNamespaceTokens, methodScopes } as unknown as ServiceImplementation;
 }
 
 /** What a transport hands over with each call. */

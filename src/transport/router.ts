@@ -1,5 +1,5 @@
 import type { MethodDefinition } from "@grpc/grpc-js";
-import { hasScope, type Authenticator, type Principal } from "../platform/auth.js";
+import { hasScope, type Authenticator, type Principal, type Scope } from "../platform/auth.js";
 import { Code, permissionDenied, RpcError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
 import type { CallContext, CallResult, IncomingCall, ServiceImplementation, UnaryHandler } from "./call.js";
@@ -37,7 +37,8 @@ export class Router {
           key,
           definition: definition as MethodDefinition<unknown, unknown>,
           service,
-          invoke: (request, call) => this.invoke(definition.path, service, handler, request, call),
+          invoke: (request, call) =>
+            this.invoke(definition.path, service.methodScopes[key] ?? service.scope, service, handler, request, call),
         });
       }
     }
@@ -45,6 +46,7 @@ export class Router {
 
   private async invoke(
     path: string,
+    scope: Scope,
     service: ServiceImplementation,
     handler: UnaryHandler<unknown, unknown>,
     request: unknown,
@@ -69,8 +71,8 @@ export class Router {
         if (!service.acceptsNamespaceTokens) {
           throw permissionDenied(`${path} does not accept namespace tokens; use an API key`, "NAMESPACE_TOKEN_NOT_ALLOWED");
         }
-      } else if (!hasScope(principal, service.scope)) {
-        throw permissionDenied(`this API key lacks the "${service.scope}" scope`, "MISSING_SCOPE");
+      } else if (!hasScope(principal, scope)) {
+        throw permissionDenied(`this API key lacks the "${scope}" scope`, "MISSING_SCOPE");
       }
       const ctx: CallContext = {
         method: path,

@@ -45,6 +45,8 @@ export async function startTestApp(databaseUrl: string, env: Record<string, stri
     LOG_LEVEL: "info",
     DATABASE_POOL_SIZE: "5",
     SHUTDOWN_GRACE_MS: "2000",
+    // Test receivers listen on loopback.
+    WEBHOOK_ALLOW_PRIVATE: "true",
     ...env,
   });
   const logs: Record<string, unknown>[] = [];

@@ -101,6 +101,11 @@ export class Notifications {
     });
   }
 
+  /** A wake-up call for other replicas: sent with the next batch, not acknowledged, not awaited. */
+  signal(channel: string, payload: string): void {
+    this.send({ channel, payload });
+  }
+
   /** Publishes several notices on one channel; resolves when all are acknowledged. */
   async publishAll(channel: string, payloads: Iterable<string>): Promise<void> {
     await Promise.all([...new Set(payloads)].map((payload) => this.publish(channel, payload)));

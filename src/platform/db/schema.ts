@@ -69,6 +69,59 @@ export interface InstancesTable {
   created_at: Timestamp;
 }
 
+export interface WebhooksTable {
+  id: Generated<string>;
+  account_id: string;
+  url: string;
+  events: string[];
+  secret: string;
+  enabled: ColumnType<boolean, boolean | undefined, boolean>;
+  description: ColumnType<string, string | undefined, string>;
+  created_at: Timestamp;
+  last_triggered_at: NullableTimestamp;
+  last_status: number | null;
+  failure_count: ColumnType<number, number | undefined, number>;
+}
+
+export interface WebhookEventsTable {
+  id: Generated<string>;
+  account_id: string;
+  name: string;
+  /** The exact JSON body sent (and signed) for every delivery of the event. */
+  body: string;
+  occurred_at: Date;
+}
+
+export type DeliveryState = "pending" | "delivered" | "failed" | "skipped";
+
+export interface WebhookDeliveriesTable {
+  id: Generated<string>;
+  event_id: string;
+  webhook_id: string;
+  state: ColumnType<DeliveryState, DeliveryState | undefined, DeliveryState>;
+  /** Attempts started so far (a claim starts one). */
+  attempts: ColumnType<number, number | undefined, number>;
+  /** False for a test delivery, which is tried once. */
+  retries: ColumnType<boolean, boolean | undefined, boolean>;
+  next_attempt_at: Timestamp;
+  locked_until: NullableTimestamp;
+  created_at: Timestamp;
+}
+
+export interface WebhookAttemptsTable {
+  id: Generated<string>;
+  delivery_id: string;
+  webhook_id: string;
+  attempt: number;
+  status: number;
+  success: boolean;
+  latency_ms: number;
+  error: ColumnType<string, string | undefined, string>;
+  response_body: ColumnType<string, string | undefined, string>;
+  next_attempt_at: NullableTimestamp;
+  created_at: Timestamp;
+}
+
 export interface Database {
   accounts: AccountsTable;
   api_keys: ApiKeysTable;
@@ -76,6 +129,10 @@ export interface Database {
   namespace_grants: NamespaceGrantsTable;
   services: ServicesTable;
   instances: InstancesTable;
+  webhooks: WebhooksTable;
+  webhook_events: WebhookEventsTable;
+  webhook_deliveries: WebhookDeliveriesTable;
+  webhook_attempts: WebhookAttemptsTable;
 }
 
 export type AccountRow = Selectable<AccountsTable>;
@@ -84,3 +141,5 @@ export type NamespaceRow = Selectable<NamespacesTable>;
 export type NewNamespaceRow = Insertable<NamespacesTable>;
 export type ServiceRow = Selectable<ServicesTable>;
 export type InstanceRow = Selectable<InstancesTable>;
+export type WebhookRow = Selectable<WebhooksTable>;
+export type WebhookAttemptRow = Selectable<WebhookAttemptsTable>;

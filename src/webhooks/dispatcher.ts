@@ -1,0 +1,210 @@
+import type { Db } from "../platform/db/database.js";
+import type { Notifications } from "../platform/db/notifications.js";
+import type { Logger } from "../platform/logger.js";
+import type { WebhookHttpClient } from "./outbound.js";
+import * as repo from "./repository.js";
+import type { ClaimedDelivery } from "./repository.js";
+import { signBody } from "./signature.js";
+
+export const DELIVERIES_CHANNEL = "webhook_deliveries";
+/** The seed: up to 3 retries after the first attempt. */
+const MAX_ATTEMPTS = 4;
+/** The seed: a webhook with this many failed deliveries in a row is disabled. */
+const DISABLE_AT = 10;
+/** A replica that holds a delivery this long without finishing it is presumed dead. */
+const LEASE_MS = 30_000;
+/** Sleep at most this long between looks at the queue (notices usually wake the loop sooner). */
+const IDLE_POLL_MS = 1_000;
+/** Prune a webhook's history once per this many of its attempts. */
+const PRUNE_EVERY = 100;
+
+export interface DispatcherSettings {
+  /** Deliveries in flight per replica. */
+  concurrency: number;
+  /** Backoff unit: retries wait 1x, 2x, 4x this (the seed: 1 s). */
+  retryBaseMs: number;
+  /** Newest attempts kept per webhook. */
+  historyLimit: number;
+}
+
+export interface AttemptResult {
+  success: boolean;
+  status: number;
+  error: string;
+}
+
+/**
+ * Sends due deliveries in parallel, up to `concurrency` at once, so one slow receiver never holds
+ * up the others. Deliveries are queue rows claimed with SKIP LOCKED and a lease; a retry is the same
+ * row due later, never a sleep, so a restart or a crash (once its lease runs out) loses nothing,
+ * and replicas sharing the database never send the same attempt twice.
+ */
+export class Dispatcher {
+  private readonly inFlight = new Set<Promise<void>>();
+  private readonly sinceLastPrune = new Map<string, number>();
+  private running: Promise<void> | undefined;
+  private stopped = false;
+  private wake: (() => void) | undefined;
+
+  constructor(
+    private readonly db: Db,
+    private readonly http: WebhookHttpClient,
+    private readonly notifications: Notifications,
+    private readonly logger: Logger,
+    private readonly settings: DispatcherSettings,
+  ) {
+    notifications.on(DELIVERIES_CHANNEL, () => this.wake?.());
+  }
+
+  start(): void {
+    this.running = this.loop();
+  }
+
+  /** Stops claiming, and waits for the attempts in flight to be recorded. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.wake?.();
+    await this.running;
+    await Promise.all(this.inFlight);
+    await this.http.close();
+  }
+
+  /** Tells every replica's dispatcher that deliveries are due. */
+  wakeAll(): void {
+    this.wake?.();
+    this.notifications.signal(DELIVERIES_CHANNEL, "");
+  }
+
+  /** Sends one attempt of a claimed delivery and records its outcome. */
+  async attempt(delivery: ClaimedDelivery): Promise<AttemptResult> {
+    const headers: Record<string, string> = {
+      "Content-Type": "application/json",
+      "User-Agent": "Service-Webhook/1.0",
+      "X-Webhook-Event": delivery.event,
+      "X-Webhook-Timestamp": delivery.occurred_at.toISOString(),
+      "X-Webhook-Id": delivery.id,
+    };
+    if (delivery.secret) headers["X-Webhook-Signature"] = signBody(delivery.secret, delivery.body);
+    const result = await this.http.post(delivery.url, delivery.body, headers);
+
+    const success = result.status >= 200 && result.status < 300;
+    const retryable = result.status === 0 || result.status >= 500;
+    const retryAt =
+      delivery.retries && retryable && delivery.attempt < MAX_ATTEMPTS
+        ? new Date(Date.now() + this.settings.retryBaseMs * 2 ** (delivery.attempt - 1))
+        : undefined;
+    const disabled = await repo.recordAttempt(
+      this.db,
+      {
+        deliveryId: delivery.id,
+        webhookId: delivery.webhook_id,
+        attempt: delivery.attempt,
+        status: result.status,
+        success,
+        latencyMs: Math.round(result.latencyMs),
+        error: result.error ?? "",
+        responseBody: result.responseBody,
+        retryAt,
+        // A test delivery neither counts toward nor resets the failure count.
+        final: delivery.retries && !retryAt,
+      },
+      DISABLE_AT,
+    );
+    this.logger.info(
+      {
+        event: "webhook_attempt",
+        delivery_id: delivery.id,
+        webhook_id: delivery.webhook_id,
+        webhook_event: delivery.event,
+        attempt: delivery.attempt,
+        status: result.status,
+        success,
+        latency_ms: Math.round(result.latencyMs),
+        retry_at: retryAt?.toISOString(),
+        ...(result.error ? { error: result.error } : {}),
+      },
+      "webhook attempt",
+    );
+    if (disabled) {
+      this.logger.warn({ event: "webhook_disabled", webhook_id: delivery.webhook_id }, "webhook disabled after repeated failures");
+    }
+    await this.pruneNowAndThen(delivery.webhook_id);
+    return { success, status: result.status, error: result.error ?? "" };
+  }
+
+  private async loop(): Promise<void> {
+    while (!this.stopped) {
+      const free = this.settings.concurrency - this.inFlight.size;
+      let claimed: ClaimedDelivery[] = [];
+      if (free > 0) {
+        try {
+          claimed = await repo.claimDueDeliveries(this.db, free, LEASE_MS);
+        } catch (error) {
+          this.logger.warn({ event: "webhook_claim_failed", err: error }, "could not claim deliveries");
+        }
+      }
+      for (const delivery of claimed) this.track(this.send(delivery));
+      // A full claim means more may be due: look again as soon as a slot frees up.
+      if (claimed.length > 0 && claimed.length === free) {
+        if (this.inFlight.size >= this.settings.concurrency) await Promise.race(this.inFlight);
+        continue;
+      }
+      await this.idle();
+    }
+  }
+
+  /** Waits for a notice, a free slot, the next due retry, or the poll interval. */
+  private async idle(): Promise<void> {
+    let delay = IDLE_POLL_MS;
+    try {
+      const due = await repo.nextDueAt(this.db);
+      if (due) delay = Math.max(0, Math.min(delay, due.getTime() - Date.now()));
+    } catch {
+      // keep the poll interval
+    }
+    if (delay === 0 || this.stopped) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(done, delay);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wake = () => {
+        this.wake = undefined;
+        done();
+      };
+    });
+  }
+
+  private async send(delivery: ClaimedDelivery): Promise<void> {
+    try {
+      if (!delivery.enabled) {
+        await repo.skipDelivery(this.db, delivery.id);
+        return;
+      }
+      await this.attempt(delivery);
+    } catch (error) {
+      // Not recorded: the lease runs out and the delivery is claimed again.
+      this.logger.error({ event: "webhook_attempt_failed", delivery_id: delivery.id, err: error }, "attempt failed");
+    }
+  }
+
+  private track(work: Promise<void>): void {
+    this.inFlight.add(work);
+    void work.finally(() => {
+      this.inFlight.delete(work);
+      this.wake?.();
+    });
+  }
+
+  /** History is trimmed in steps, so a webhook may briefly hold up to a step more than the limit. */
+  private async pruneNowAndThen(webhookId: string): Promise<void> {
+    const count = (this.sinceLastPrune.get(webhookId) ?? 0) + 1;
+    if (count < Math.min(PRUNE_EVERY, this.settings.historyLimit)) {
+      this.sinceLastPrune.set(webhookId, count);
+      return;
+    }
+    this.sinceLastPrune.delete(webhookId);
+    await repo.pruneAttempts(this.db, webhookId, this.settings.historyLimit);
+  }
+}

@@ -1,0 +1,17 @@
+/**
+ * Every event the platform emits, in one list. Subscriptions may name other events (or "*"); an
+ * unknown name in a subscription simply never matches, as the seed says. Publishing accepts any
+ * well-formed name, so a new event needs no change here to flow, only to be listed in the dashboard.
+ */
+export const EVENT_CATALOG = [
+  { name: "request.completed", description: "a proxied request completed successfully" },
+  { name: "request.failed", description: "a proxied request failed after all retries and fallback" },
+  { name: "quota.exceeded", description: "an API key crossed a budget or quota threshold" },
+  { name: "test.ping", description: "a synthetic event from the test endpoint" },
+  { name: "video.started", description: "a face swap job started rendering" },
+  { name: "video.completed", description: "a face swap job completed; its outputs are downloadable" },
+  { name: "video.errored", description: "a face swap job failed; its credits were refunded" },
+] as const;
+
+/** `*`, or lowercase dotted words such as `request.completed`. */
+export const EVENT_NAME = /^(\*|[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+)$/;

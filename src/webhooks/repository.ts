@@ -1,0 +1,264 @@
+import { sql } from "kysely";
+import type { Db } from "../platform/db/database.js";
+import type { WebhookAttemptRow, WebhookRow } from "../platform/db/schema.js";
+
+export async function insertWebhook(
+  db: Db,
+  webhook: { accountId: string; url: string; events: string[]; secret: string; description: string },
+): Promise<WebhookRow> {
+  return db
+    .insertInto("webhooks")
+    .values({
+      account_id: webhook.accountId,
+      url: webhook.url,
+      events: webhook.events,
+      secret: webhook.secret,
+      description: webhook.description,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export async function listWebhooks(db: Db, accountId: string): Promise<WebhookRow[]> {
+  return db
+    .selectFrom("webhooks")
+    .selectAll()
+    .where("account_id", "=", accountId)
+    .orderBy("created_at", "desc")
+    .orderBy("id")
+    .execute();
+}
+
+export async function findWebhook(db: Db, accountId: string, id: string): Promise<WebhookRow | undefined> {
+  return db
+    .selectFrom("webhooks")
+    .selectAll()
+    .where("id", "=", id)
+    .where("account_id", "=", accountId)
+    .executeTakeFirst();
+}
+
+export interface WebhookPatch {
+  url?: string;
+  secret?: string;
+  events?: string[];
+  description?: string;
+  enabled?: boolean;
+}
+
+/** Applies the patch; turning a disabled webhook back on resets its failure count. */
+export async function updateWebhook(
+  db: Db,
+  accountId: string,
+  id: string,
+  patch: WebhookPatch,
+): Promise<WebhookRow | undefined> {
+  return db
+    .updateTable("webhooks")
+    .set((eb) => ({
+      ...(patch.url !== undefined ? { url: patch.url } : {}),
+      ...(patch.secret !== undefined ? { secret: patch.secret } : {}),
+      ...(patch.events !== undefined ? { events: patch.events } : {}),
+      ...(patch.description !== undefined ? { description: patch.description } : {}),
+      ...(patch.enabled !== undefined ? { enabled: patch.enabled } : {}),
+      ...(patch.enabled === true
+        ? { failure_count: eb.case().when("enabled", "=", false).then(0).else(eb.ref("failure_count")).end() }
+        : {}),
+    }))
+    .where("id", "=", id)
+    .where("account_id", "=", accountId)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function deleteWebhook(db: Db, accountId: string, id: string): Promise<boolean> {
+  const row = await db
+    .deleteFrom("webhooks")
+    .where("id", "=", id)
+    .where("account_id", "=", accountId)
+    .returning("id")
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/** Stores the event and one pending delivery per enabled subscriber, in one statement. */
+export async function insertEventWithDeliveries(
+  db: Db,
+  event: { accountId: string; name: string; body: string; occurredAt: Date },
+): Promise<{ eventId: string; deliveries: number }> {
+  const { rows } = await sql<{ event_id: string; deliveries: number }>`
+    with ev as (
+      insert into webhook_events (account_id, name, body, occurred_at)
+      values (${event.accountId}, ${event.name}, ${event.body}, ${event.occurredAt})
+      returning id
+    ), queued as (
+      insert into webhook_deliveries (event_id, webhook_id)
+      select ev.id, w.id from ev, webhooks w
+      where w.account_id = ${event.accountId} and w.enabled and w.events && array['*', ${event.name}]::text[]
+      returning id
+    )
+    select (select id from ev) as event_id, (select count(*)::int from queued) as deliveries`.execute(db);
+  return { eventId: rows[0]!.event_id, deliveries: rows[0]!.deliveries };
+}
+
+/** A test delivery: an event and a delivery claimed at once by its caller, tried once. */
+export async function insertTestDelivery(
+  db: Db,
+  event: { accountId: string; webhookId: string; body: string; occurredAt: Date },
+): Promise<string> {
+  const { rows } = await sql<{ id: string }>`
+    with ev as (
+      insert into webhook_events (account_id, name, body, occurred_at)
+      values (${event.accountId}, 'test.ping', ${event.body}, ${event.occurredAt})
+      returning id
+    )
+    insert into webhook_deliveries (event_id, webhook_id, retries, attempts, locked_until)
+    select ev.id, ${event.webhookId}, false, 1, now() + interval '1 minute' from ev
+    returning id`.execute(db);
+  return rows[0]!.id;
+}
+
+export interface ClaimedDelivery {
+  id: string;
+  webhook_id: string;
+  attempt: number;
+  retries: boolean;
+  url: string;
+  secret: string;
+  enabled: boolean;
+  event: string;
+  body: string;
+  occurred_at: Date;
+}
+
+/**
+ * Claims up to `limit` due deliveries for `leaseMs`: a replica that dies mid-attempt loses its
+ * lease and another claims the delivery again. Each claim starts the next attempt, so no attempt
+ * number is ever sent twice.
+ */
+export async function claimDueDeliveries(db: Db, limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
+  const { rows } = await sql<ClaimedDelivery>`
+    with due as (
+      select id from webhook_deliveries
+      where state = 'pending' and next_attempt_at <= now() and (locked_until is null or locked_until < now())
+      order by next_attempt_at
+      limit ${limit}
+      for update skip locked
+    ), claimed as (
+      update webhook_deliveries d
+      set locked_until = now() + make_interval(secs => ${leaseMs / 1000}), attempts = d.attempts + 1
+      from due where d.id = due.id
+      returning d.id, d.webhook_id, d.event_id, d.attempts, d.retries
+    )
+    select c.id, c.webhook_id, c.attempts as attempt, c.retries, w.url, w.secret, w.enabled,
+           e.name as event, e.body, e.occurred_at
+    from claimed c join webhooks w on w.id = c.webhook_id join webhook_events e on e.id = c.event_id`.execute(db);
+  return rows;
+}
+
+/** When the next pending delivery falls due, if any. */
+export async function nextDueAt(db: Db): Promise<Date | undefined> {
+  const row = await db
+    .selectFrom("webhook_deliveries")
+    .select((eb) => eb.fn.min("next_attempt_at").as("due"))
+    .where("state", "=", "pending")
+    .executeTakeFirst();
+  return row?.due ?? undefined;
+}
+
+export interface AttemptOutcome {
+  deliveryId: string;
+  webhookId: string;
+  attempt: number;
+  status: number;
+  success: boolean;
+  latencyMs: number;
+  error: string;
+  responseBody: string;
+  /** Set when the delivery will be tried again. */
+  retryAt: Date | undefined;
+  /** The delivery is over: a success, a final status, or the last attempt. */
+  final: boolean;
+}
+
+/**
+ * Records an attempt and its consequences in one transaction: the history row, the delivery's
+ * state (a 3xx or 4xx is "delivered" without success; a 5xx or network failure after the last
+ * retry is "failed"), and the webhook's counters: last_triggered_at and last_status on every
+ * attempt, failure_count reset by a success and raised by a failed delivery, and auto-disabling at
+ * `disableAt` failures. Returns whether this attempt disabled the webhook.
+ */
+export async function recordAttempt(db: Db, outcome: AttemptOutcome, disableAt: number): Promise<boolean> {
+  return db.transaction().execute(async (tx) => {
+    await tx
+      .insertInto("webhook_attempts")
+      .values({
+        delivery_id: outcome.deliveryId,
+        webhook_id: outcome.webhookId,
+        attempt: outcome.attempt,
+        status: outcome.status,
+        success: outcome.success,
+        latency_ms: outcome.latencyMs,
+        error: outcome.error,
+        response_body: outcome.responseBody,
+        next_attempt_at: outcome.retryAt ?? null,
+      })
+      .execute();
+    const delivered = outcome.status !== 0 && outcome.status < 500;
+    await tx
+      .updateTable("webhook_deliveries")
+      .set(
+        outcome.retryAt
+          ? { next_attempt_at: outcome.retryAt, locked_until: null }
+          : { state: delivered ? "delivered" : "failed", locked_until: null },
+      )
+      .where("id", "=", outcome.deliveryId)
+      .execute();
+    const webhook = await tx
+      .updateTable("webhooks")
+      .set((eb) => ({
+        last_triggered_at: sql<Date>`now()`,
+        last_status: outcome.status,
+        ...(outcome.final ? { failure_count: outcome.success ? sql<number>`0` : eb(eb.ref("failure_count"), "+", 1) } : {}),
+      }))
+      .where("id", "=", outcome.webhookId)
+      .returning(["failure_count", "enabled"])
+      .executeTakeFirst();
+    if (!webhook || !outcome.final || !webhook.enabled || webhook.failure_count < disableAt) return false;
+    await tx.updateTable("webhooks").set({ enabled: false }).where("id", "=", outcome.webhookId).execute();
+    return true;
+  });
+}
+
+/** A delivery whose webhook was disabled before its turn is dropped, not sent. */
+export async function skipDelivery(db: Db, deliveryId: string): Promise<void> {
+  await db
+    .updateTable("webhook_deliveries")
+    .set({ state: "skipped", locked_until: null })
+    .where("id", "=", deliveryId)
+    .execute();
+}
+
+export type AttemptWithEvent = WebhookAttemptRow & { event: string; event_id: string };
+
+export async function listAttempts(db: Db, webhookId: string, limit: number): Promise<AttemptWithEvent[]> {
+  return db
+    .selectFrom("webhook_attempts as a")
+    .innerJoin("webhook_deliveries as d", "d.id", "a.delivery_id")
+    .innerJoin("webhook_events as e", "e.id", "d.event_id")
+    .selectAll("a")
+    .select(["e.name as event", "e.id as event_id"])
+    .where("a.webhook_id", "=", webhookId)
+    .orderBy("a.created_at", "desc")
+    .limit(limit)
+    .execute();
+}
+
+/** Keeps only the newest `keep` attempts of a webhook. */
+export async function pruneAttempts(db: Db, webhookId: string, keep: number): Promise<void> {
+  await sql`
+    delete from webhook_attempts where id in (
+      select id from webhook_attempts where webhook_id = ${webhookId}
+      order by created_at desc offset ${keep}
+    )`.execute(db);
+}

@@ -1,0 +1,189 @@
+import type { CreateWebhookRequest, PublishEventRequest, UpdateWebhookRequest } from "../../gen/webhook/v1/webhook_service.js";
+import type { Principal } from "../platform/auth.js";
+import type { Db } from "../platform/db/database.js";
+import type { WebhookRow } from "../platform/db/schema.js";
+import { Code, notFound, RpcError, Violations } from "../platform/errors.js";
+import { isUuid } from "../platform/ids.js";
+import type { Dispatcher } from "./dispatcher.js";
+import { EVENT_NAME } from "./events.js";
+import * as repo from "./repository.js";
+import { generateSecret } from "./signature.js";
+import type { SsrfGuard, UrlProblem } from "./ssrf.js";
+
+const MAX_EVENTS = 64;
+const MAX_DESCRIPTION = 1_000;
+const MIN_SECRET = 16;
+const MAX_SECRET = 500;
+const DEFAULT_DELIVERIES_LIMIT = 20;
+const MAX_DELIVERIES_LIMIT = 100;
+
+const URL_PROBLEMS: Record<UrlProblem, string> = {
+  invalid_url: "must be an http(s) URL of at most 2000 characters without credentials",
+  blocked_private: "points to a private, loopback or otherwise internal address",
+  unresolvable: "its host does not resolve",
+};
+
+/** Webhook subscriptions of the caller's account, event publishing, and the test delivery. */
+export class WebhookService {
+  constructor(
+    private readonly db: Db,
+    private readonly guard: SsrfGuard,
+    private readonly dispatcher: Dispatcher,
+  ) {}
+
+  list(principal: Principal): Promise<WebhookRow[]> {
+    return repo.listWebhooks(this.db, principal.accountId);
+  }
+
+  async create(principal: Principal, request: CreateWebhookRequest): Promise<WebhookRow> {
+    const violations = new Violations();
+    if (request.url === "") violations.add("url", "is required");
+    const events = checkEvents(violations, request.events);
+    checkDescription(violations, request.description);
+    if (request.secret !== "") checkSecret(violations, request.secret);
+    violations.throwIfAny();
+    await this.checkUrl(request.url);
+    return repo.insertWebhook(this.db, {
+      accountId: principal.accountId,
+      url: request.url,
+      events: events.length > 0 ? events : ["*"],
+      secret: request.secret || generateSecret(),
+      description: request.description,
+    });
+  }
+
+  async get(principal: Principal, webhookId: string): Promise<WebhookRow> {
+    const row = isUuid(webhookId) ? await repo.findWebhook(this.db, principal.accountId, webhookId) : undefined;
+    if (!row) throw webhookNotFound(webhookId);
+    return row;
+  }
+
+  async update(principal: Principal, request: UpdateWebhookRequest): Promise<WebhookRow> {
+    const violations = new Violations();
+    if (request.url === "") violations.add("url", "must not be empty");
+    const events = checkEvents(violations, request.events);
+    if (request.description !== undefined) checkDescription(violations, request.description);
+    if (request.secret !== undefined) checkSecret(violations, request.secret);
+    violations.throwIfAny();
+    await this.get(principal, request.webhookId);
+    if (request.url !== undefined) await this.checkUrl(request.url);
+    const row = await repo.updateWebhook(this.db, principal.accountId, request.webhookId, {
+      url: request.url,
+      secret: request.secret,
+      events: events.length > 0 ? events : undefined,
+      description: request.description,
+      enabled: request.enabled,
+    });
+    if (!row) throw webhookNotFound(request.webhookId);
+    return row;
+  }
+
+  async delete(principal: Principal, webhookId: string): Promise<void> {
+    if (!isUuid(webhookId) || !(await repo.deleteWebhook(this.db, principal.accountId, webhookId))) {
+      throw webhookNotFound(webhookId);
+    }
+  }
+
+  /** One test.ping, sent now and tried once; its attempt joins the delivery history. */
+  async test(principal: Principal, webhookId: string): Promise<{ delivered: boolean; status: number; error: string }> {
+    const webhook = await this.get(principal, webhookId);
+    const occurredAt = new Date();
+    const body = eventBody("test.ping", occurredAt, {
+      message: "This is a test delivery from the webhook dashboard.",
+      webhookId: webhook.id,
+    });
+    const deliveryId = await repo.insertTestDelivery(this.db, {
+      accountId: principal.accountId,
+      webhookId: webhook.id,
+      body,
+      occurredAt,
+    });
+    const outcome = await this.dispatcher.attempt({
+      id: deliveryId,
+      webhook_id: webhook.id,
+      attempt: 1,
+      retries: false,
+      url: webhook.url,
+      secret: webhook.secret,
+      enabled: true,
+      event: "test.ping",
+      body,
+      occurred_at: occurredAt,
+    });
+    return { delivered: outcome.success, status: outcome.status, error: outcome.error };
+  }
+
+  async deliveries(principal: Principal, webhookId: string, limit: number): Promise<repo.AttemptWithEvent[]> {
+    const violations = new Violations();
+    if (limit < 0 || limit > MAX_DELIVERIES_LIMIT) violations.add("limit", `must be from 1 to ${MAX_DELIVERIES_LIMIT}`);
+    violations.throwIfAny();
+    const webhook = await this.get(principal, webhookId);
+    return repo.listAttempts(this.db, webhook.id, limit || DEFAULT_DELIVERIES_LIMIT);
+  }
+
+  async validateUrl(url: string): Promise<{ valid: boolean; reason: string }> {
+    const verdict = await this.guard.validate(url);
+    return verdict.valid ? { valid: true, reason: "" } : { valid: false, reason: verdict.reason };
+  }
+
+  /**
+   * Stores the event and a delivery per subscribed, enabled webhook of the account in one
+   * statement, wakes the dispatchers, and returns: the caller never waits on receivers.
+   */
+  async publish(principal: Principal, request: PublishEventRequest): Promise<{ eventId: string; deliveries: number }> {
+    const violations = new Violations();
+    if (request.event === "") violations.add("event", "is required");
+    else if (request.event === "*" || !EVENT_NAME.test(request.event)) {
+      violations.add("event", "must be a dotted lowercase name such as request.completed");
+    }
+    const accountId = request.accountId || principal.accountId;
+    if (!isUuid(accountId)) violations.add("account_id", "must be an account id (a UUID)");
+    violations.throwIfAny();
+    const occurredAt = new Date();
+    const result = await repo.insertEventWithDeliveries(this.db, {
+      accountId,
+      name: request.event,
+      body: eventBody(request.event, occurredAt, request.data ?? {}),
+      occurredAt,
+    });
+    if (result.deliveries > 0) this.dispatcher.wakeAll();
+    return result;
+  }
+
+  private async checkUrl(url: string): Promise<void> {
+    const verdict = await this.guard.validate(url);
+    if (!verdict.valid) {
+      throw new RpcError(Code.INVALID_ARGUMENT, `url: ${URL_PROBLEMS[verdict.reason]} (${verdict.detail})`, {
+        reason: verdict.reason.toUpperCase(),
+        fieldViolations: [{ field: "url", description: `${URL_PROBLEMS[verdict.reason]} (${verdict.detail})` }],
+      });
+    }
+  }
+}
+
+/** The body every receiver gets: the exact bytes that are signed. */
+function eventBody(event: string, occurredAt: Date, data: Record<string, unknown>): string {
+  return JSON.stringify({ event, timestamp: occurredAt.toISOString(), data });
+}
+
+function checkEvents(violations: Violations, events: string[]): string[] {
+  if (events.length > MAX_EVENTS) violations.add("events", `at most ${MAX_EVENTS} events`);
+  events.forEach((event, i) => {
+    if (!EVENT_NAME.test(event)) violations.add(`events[${i}]`, `"${event}" is not "*" or a dotted event name`);
+  });
+  return [...new Set(events)];
+}
+
+function checkDescription(violations: Violations, description: string): void {
+  if (description.length > MAX_DESCRIPTION) violations.add("description", `must be at most ${MAX_DESCRIPTION} characters`);
+}
+
+function checkSecret(violations: Violations, secret: string): void {
+  if (secret.length < MIN_SECRET || secret.length > MAX_SECRET) {
+    violations.add("secret", `must be ${MIN_SECRET}..${MAX_SECRET} characters`);
+  }
+}
+
+function webhookNotFound(id: string): RpcError {
+  return notFound(`webhook "${id}"`, "WEBHOOK_NOT_FOUND");
+}

@@ -1,0 +1,378 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { ApiError, Code } from "../src/client/index.js";
+import { createAccountWithKey } from "./support/accounts.js";
+import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/app.js";
+import { createTestDatabase } from "./support/database.js";
+import { Receiver } from "./support/receiver.js";
+
+let t: TestApp;
+let user: { accountId: string; key: string };
+let receivers: Receiver[] = [];
+let secret = "";
+
+// Short backoff and timeout so retries and timeouts show within a test.
+const env = { WEBHOOK_RETRY_BASE_MS: "100", WEBHOOK_TIMEOUT_MS: "1000" };
+
+beforeAll(async () => {
+  t = await startTestApp(await createTestDatabase(), env);
+  user = await createAccountWithKey(t, ["webhooks", "events:publish"]);
+});
+afterAll(async () => {
+  await t?.stop();
+});
+afterEach(async () => {
+  await Promise.all(receivers.map((r) => r.stop()));
+  receivers = [];
+});
+
+async function receiver(): Promise<Receiver> {
+  const r = await Receiver.start(() => secret);
+  receivers.push(r);
+  return r;
+}
+
+const api = () => t.client(user.key).webhooks;
+
+async function failure(call: Promise<unknown>): Promise<ApiError> {
+  const error = await call.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(ApiError);
+  return error as ApiError;
+}
+
+async function until(check: () => Promise<boolean> | boolean, timeoutMs = 5_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error("condition not met in time");
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+describe("management", () => {
+  it("creates with defaults: events ['*'], a generated whsec_ secret, enabled", async () => {
+    const { webhook } = await api().createWebhook({ url: "http://127.0.0.1:9/hook", description: "ops" });
+    expect(webhook).toMatchObject({
+      url: "http://127.0.0.1:9/hook",
+      events: ["*"],
+      enabled: true,
+      description: "ops",
+      failureCount: 0,
+      lastStatus: 0,
+      status: "active",
+    });
+    expect(webhook!.secret).toMatch(/^whsec_[0-9a-f]{48}$/);
+    expect(webhook!.id).toMatch(/^[0-9a-f-]{36}$/);
+
+    const listed = (await api().listWebhooks({})).webhooks.find((w) => w.id === webhook!.id)!;
+    expect(listed.secret).toBe(`${webhook!.secret.slice(0, 10)}...`);
+    expect((await api().getWebhook({ webhookId: webhook!.id })).webhook!.secret).toBe(webhook!.secret);
+  });
+
+  it("keeps a given secret and events", async () => {
+    const { webhook } = await api().createWebhook({
+      url: "http://127.0.0.1:9/x",
+      secret: "my-own-secret-0123456789",
+      events: ["request.completed", "quota.exceeded", "request.completed"],
+    });
+    expect(webhook).toMatchObject({ secret: "my-own-secret-0123456789", events: ["request.completed", "quota.exceeded"] });
+  });
+
+  it.each([
+    ["missing url", { url: "" }, "url"],
+    ["ftp url", { url: "ftp://example.com/x" }, "url"],
+    ["credentials in url", { url: "http://user:pw@127.0.0.1/x" }, "url"],
+    ["long url", { url: `http://127.0.0.1/${"a".repeat(2000)}` }, "url"],
+    ["bad event", { url: "http://127.0.0.1/x", events: ["Request Completed"] }, "events[0]"],
+    ["too many events", { url: "http://127.0.0.1/x", events: Array.from({ length: 65 }, (_, i) => `a.e${i}`) }, "events"],
+    ["long description", { url: "http://127.0.0.1/x", description: "d".repeat(1001) }, "description"],
+    ["short secret", { url: "http://127.0.0.1/x", secret: "short" }, "secret"],
+    ["long secret", { url: "http://127.0.0.1/x", secret: "s".repeat(501) }, "secret"],
+  ])("rejects %s naming the field", async (_label, request, field) => {
+    const error = await failure(api().createWebhook(request));
+    expect(error.code).toBe(Code.INVALID_ARGUMENT);
+    expect(error.fieldViolations.map((v) => v.field)).toContain(field);
+  });
+
+  it("updates the fields sent; re-enabling resets failure_count", async () => {
+    const { webhook } = await api().createWebhook({ url: "http://127.0.0.1:9/u" });
+    const id = webhook!.id;
+    const updated = await api().updateWebhook({ webhookId: id, description: "new", events: ["request.failed"] });
+    expect(updated.webhook).toMatchObject({ description: "new", events: ["request.failed"], url: webhook!.url, secret: webhook!.secret });
+
+    await t.app.db.updateTable("webhooks").set({ failure_count: 7, enabled: false }).where("id", "=", id).execute();
+    expect((await api().getWebhook({ webhookId: id })).webhook).toMatchObject({ status: "inactive", failureCount: 7 });
+    const enabled = await api().updateWebhook({ webhookId: id, enabled: true });
+    expect(enabled.webhook).toMatchObject({ enabled: true, failureCount: 0, status: "active" });
+
+    const bad = await failure(api().updateWebhook({ webhookId: id, secret: "tiny" }));
+    expect(bad.fieldViolations[0]!.field).toBe("secret");
+  });
+
+  it("deletes, and answers NOT_FOUND for unknown, malformed and other accounts' ids", async () => {
+    const { webhook } = await api().createWebhook({ url: "http://127.0.0.1:9/d" });
+    const stranger = await createAccountWithKey(t, ["webhooks"]);
+    expect((await failure(t.client(stranger.key).webhooks.getWebhook({ webhookId: webhook!.id }))).code).toBe(Code.NOT_FOUND);
+    expect((await t.client(stranger.key).webhooks.listWebhooks({})).webhooks).toEqual([]);
+    await api().deleteWebhook({ webhookId: webhook!.id });
+    expect((await failure(api().getWebhook({ webhookId: webhook!.id }))).code).toBe(Code.NOT_FOUND);
+    expect((await failure(api().deleteWebhook({ webhookId: "nope" }))).code).toBe(Code.NOT_FOUND);
+  });
+
+  it("validates URLs: valid, invalid_url, and blocked_private when private targets are not allowed", async () => {
+    expect(await api().validateUrl({ url: "http://127.0.0.1:8080/x" })).toEqual({ valid: true, reason: "" });
+    expect(await api().validateUrl({ url: "gopher://x" })).toEqual({ valid: false, reason: "invalid_url" });
+    const strict = await startTestApp(await createTestDatabase(), { WEBHOOK_ALLOW_PRIVATE: "false" });
+    try {
+      for (const url of ["http://127.0.0.1/", "http://169.254.169.254/latest/meta-data/", "http://[::1]/", "http://localhost/"]) {
+        expect(await strict.admin.webhooks.validateUrl({ url })).toEqual({ valid: false, reason: "blocked_private" });
+      }
+      const created = await failure(strict.admin.webhooks.createWebhook({ url: "http://10.0.0.1/hook" }));
+      expect(created.code).toBe(Code.INVALID_ARGUMENT);
+      expect(created.reason).toBe("BLOCKED_PRIVATE");
+      expect(created.fieldViolations[0]!.field).toBe("url");
+    } finally {
+      await strict.stop();
+    }
+  });
+
+  it("needs a key with the webhooks scope; publishing needs events:publish", async () => {
+    expect((await failure(t.client().webhooks.listWebhooks({}))).code).toBe(Code.UNAUTHENTICATED);
+    const namespacesOnly = await createAccountWithKey(t, ["namespaces"]);
+    expect((await failure(t.client(namespacesOnly.key).webhooks.listWebhooks({}))).code).toBe(Code.PERMISSION_DENIED);
+    const webhooksOnly = await createAccountWithKey(t, ["webhooks"]);
+    const denied = await failure(t.client(webhooksOnly.key).webhooks.publishEvent({ event: "request.completed" }));
+    expect(denied.code).toBe(Code.PERMISSION_DENIED);
+    expect(denied.message).toContain("events:publish");
+  });
+});
+
+describe("over HTTP, as the seed's paths", () => {
+  it("serves every endpoint with the auth_token cookie and answers 401 without credentials", async () => {
+    const cookie = { cookie: `auth_token=${user.key}` };
+    expect((await t.http("GET", "/api/webhooks")).status).toBe(401);
+    const created = await t.http("POST", "/api/webhooks", {
+      headers: cookie,
+      body: { url: "http://127.0.0.1:9/http", events: ["request.completed"] },
+    });
+    expect(created.status).toBe(200);
+    expect(created.body).toMatchObject({ url: "http://127.0.0.1:9/http", events: ["request.completed"], enabled: true, failure_count: 0 });
+    const id = created.body.id as string;
+    expect((await t.http("GET", `/api/webhooks/${id}`, { headers: cookie })).body.secret).toBe(created.body.secret);
+    const listed = await t.http("GET", "/api/webhooks", { headers: cookie });
+    expect(listed.body.webhooks.find((w: { id: string }) => w.id === id).secret).toMatch(/^whsec_[0-9a-f]{4}\.\.\.$/);
+    const put = await t.http("PUT", `/api/webhooks/${id}`, { headers: cookie, body: { enabled: false } });
+    expect(put.body).toMatchObject({ enabled: false, status: "inactive" });
+    expect((await t.http("POST", "/api/webhooks/validate-url", { headers: cookie, body: { url: "nope" } })).body).toEqual({
+      valid: false,
+      reason: "invalid_url",
+    });
+    const deliveries = await t.http("GET", `/api/webhooks/${id}/deliveries?limit=101`, { headers: cookie });
+    expect(deliveries.status).toBe(400);
+    expect(deliveries.body.details[0].field_violations[0].field).toBe("limit");
+    expect((await t.http("DELETE", `/api/webhooks/${id}`, { headers: cookie })).status).toBe(200);
+    expect((await t.http("GET", `/api/webhooks/${id}`, { token: ADMIN_TOKEN })).status).toBe(404);
+  });
+});
+
+describe("deliveries", () => {
+  // A fresh account, so no webhook of the management tests takes part.
+  beforeAll(async () => {
+    user = await createAccountWithKey(t, ["webhooks", "events:publish"]);
+  });
+
+  it("sends the event, signed, with exactly the seed's headers plus X-Webhook-Id", async () => {
+    const r = await receiver();
+    const { webhook } = await api().createWebhook({ url: r.url, events: ["request.completed"] });
+    secret = webhook!.secret;
+    const data = { trace_id: "t-1", api_key_id: "k", provider: "p", model: "m", status: 200, tokens_in: 3, tokens_out: 5, cost_usd: 0.25, extra: { nested: [1, "x"] } };
+    const published = await api().publishEvent({ event: "request.completed", data });
+    expect(published.deliveries).toBe(1);
+
+    const [got] = await r.waitFor(1);
+    expect(got!.signatureValid).toBe(true);
+    expect(got!.headers["content-type"]).toBe("application/json");
+    expect(got!.headers["user-agent"]).toBe("Service-Webhook/1.0");
+    expect(got!.headers["x-webhook-event"]).toBe("request.completed");
+    expect(got!.headers["x-webhook-signature"]).toMatch(/^sha256=[0-9a-f]{64}$/);
+    expect(got!.headers["x-webhook-timestamp"]).toBe(got!.body.timestamp);
+    expect(got!.headers["x-webhook-id"]).toMatch(/^[0-9a-f-]{36}$/);
+    expect(got!.body).toEqual({ event: "request.completed", timestamp: expect.any(String), data });
+    expect(Date.parse(got!.body.timestamp)).toBeGreaterThan(Date.now() - 10_000);
+
+    await until(async () => (await api().listDeliveries({ webhookId: webhook!.id })).deliveries.length === 1);
+    const [attempt] = (await api().listDeliveries({ webhookId: webhook!.id })).deliveries;
+    expect(attempt).toMatchObject({ deliveryId: got!.headers["x-webhook-id"], event: "request.completed", attempt: 1, status: 200, success: true, responseBody: "ok" });
+    expect((await api().getWebhook({ webhookId: webhook!.id })).webhook).toMatchObject({ lastStatus: 200, failureCount: 0, status: "active" });
+  });
+
+  it("matches subscriptions: '*', the event's name, never disabled webhooks or other accounts", async () => {
+    const r = await receiver();
+    const other = await createAccountWithKey(t, ["webhooks"]);
+    const all = (await api().createWebhook({ url: `${r.url}?all`, events: ["*"] })).webhook!;
+    await api().createWebhook({ url: `${r.url}?failed`, events: ["request.failed"] });
+    await api().createWebhook({ url: `${r.url}?unknown`, events: ["some.future_event", "quota.exceeded"] });
+    const off = (await api().createWebhook({ url: `${r.url}?off`, events: ["*"] })).webhook!;
+    await api().updateWebhook({ webhookId: off.id, enabled: false });
+    await t.client(other.key).webhooks.createWebhook({ url: `${r.url}?other`, events: ["*"] });
+    secret = all.secret;
+    const published = await api().publishEvent({ event: "quota.exceeded", data: { key: "k1" } });
+    expect(published.deliveries).toBe(2);
+    await r.waitFor(2);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(r.received.map((x) => x.path).sort()).toEqual(["/hook?all", "/hook?unknown"]);
+  });
+
+  it("retries 5xx after the backoff and succeeds, with one X-Webhook-Id throughout", async () => {
+    const r = await receiver();
+    r.reply = () => (r.received.length <= 2 ? 503 : 200);
+    const { webhook } = await api().createWebhook({ url: r.url, events: ["request.failed"] });
+    secret = webhook!.secret;
+    await api().publishEvent({ event: "request.failed", data: {} });
+    const got = await r.waitFor(3);
+    expect(new Set(got.map((g) => g.headers["x-webhook-id"])).size).toBe(1);
+    expect(got.every((g) => g.signatureValid && g.rawBody === got[0]!.rawBody)).toBe(true);
+    // Backoff 1x then 2x the base (100 ms in this file).
+    expect(got[1]!.at - got[0]!.at).toBeGreaterThanOrEqual(90);
+    expect(got[2]!.at - got[1]!.at).toBeGreaterThanOrEqual(190);
+    await until(async () => (await api().getWebhook({ webhookId: webhook!.id })).webhook!.lastStatus === 200);
+    const history = (await api().listDeliveries({ webhookId: webhook!.id })).deliveries;
+    expect(history.map((d) => [d.attempt, d.status, d.success])).toEqual([
+      [3, 200, true],
+      [2, 503, false],
+      [1, 503, false],
+    ]);
+    expect(history[2]!.nextAttemptAt).toBeInstanceOf(Date);
+    expect((await api().getWebhook({ webhookId: webhook!.id })).webhook!.failureCount).toBe(0);
+  });
+
+  it("gives up after 3 retries: failed, failure_count + 1, last_status recorded", async () => {
+    const r = await receiver();
+    r.reply = () => 500;
+    const { webhook } = await api().createWebhook({ url: r.url, events: ["request.failed"] });
+    secret = webhook!.secret;
+    await api().publishEvent({ event: "request.failed", data: {} });
+    await r.waitFor(4);
+    await until(async () => (await api().getWebhook({ webhookId: webhook!.id })).webhook!.failureCount === 1);
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(r.received).toHaveLength(4);
+    expect((await api().getWebhook({ webhookId: webhook!.id })).webhook).toMatchObject({ lastStatus: 500, failureCount: 1, status: "errored" });
+  });
+
+  it.each([
+    ["3xx, without following the redirect", { status: 302, headers: { location: "/elsewhere" } }],
+    ["4xx", { status: 404 }],
+  ])("treats %s as final: no retry, failure_count + 1", async (_label, reply) => {
+    const r = await receiver();
+    r.reply = () => reply;
+    const { webhook } = await api().createWebhook({ url: r.url, events: ["quota.exceeded"] });
+    secret = webhook!.secret;
+    await api().publishEvent({ event: "quota.exceeded", data: {} });
+    await until(async () => (await api().getWebhook({ webhookId: webhook!.id })).webhook!.failureCount === 1);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(r.received.map((x) => x.headers["x-webhook-event"])).toEqual(["quota.exceeded"]);
+    const [attempt] = (await api().listDeliveries({ webhookId: webhook!.id })).deliveries;
+    expect(attempt).toMatchObject({ status: reply.status, success: false, attempt: 1 });
+    expect(attempt!.nextAttemptAt).toBeUndefined();
+  });
+
+  it("times out a receiver that does not answer and retries with last_status 0", async () => {
+    const r = await receiver();
+    r.reply = () => (r.received.length === 1 ? "hang" : 200);
+    const { webhook } = await api().createWebhook({ url: r.url, events: ["request.completed"] });
+    secret = webhook!.secret;
+    await api().publishEvent({ event: "request.completed", data: {} });
+    await r.waitFor(2, 5_000);
+    const history = (await api().listDeliveries({ webhookId: webhook!.id })).deliveries;
+    const first = history.find((d) => d.attempt === 1)!;
+    expect(first).toMatchObject({ status: 0, success: false });
+    expect(first.error).toContain("timeout");
+  });
+
+  it("delivers to the others promptly while one receiver hangs", async () => {
+    const slow = await receiver();
+    slow.reply = () => "hang";
+    const fast = await Promise.all([receiver(), receiver(), receiver()]);
+    const { webhook } = await api().createWebhook({ url: slow.url, events: ["video.started"] });
+    for (const r of fast) await api().createWebhook({ url: r.url, events: ["video.started"], secret: webhook!.secret });
+    secret = webhook!.secret;
+    const started = Date.now();
+    await api().publishEvent({ event: "video.started", data: { id: "v" } });
+    await Promise.all(fast.map((r) => r.waitFor(1, 2_000)));
+    expect(Date.now() - started).toBeLessThan(800);
+    expect(fast.every((r) => r.received[0]!.signatureValid)).toBe(true);
+  });
+
+  it("disables a webhook after 10 failed deliveries; re-enabling resets the count", async () => {
+    const r = await receiver();
+    r.reply = () => 410;
+    const { webhook } = await api().createWebhook({ url: r.url, events: ["request.completed.disable"] });
+    secret = webhook!.secret;
+    for (let i = 0; i < 10; i++) await api().publishEvent({ event: "request.completed.disable", data: { i } });
+    await until(async () => !(await api().getWebhook({ webhookId: webhook!.id })).webhook!.enabled);
+    expect((await api().getWebhook({ webhookId: webhook!.id })).webhook).toMatchObject({ failureCount: 10, status: "inactive" });
+    expect(t.logs.some((l) => l.event === "webhook_disabled" && l.webhook_id === webhook!.id)).toBe(true);
+
+    // Disabled: new events queue nothing for it.
+    const before = r.received.length;
+    await api().publishEvent({ event: "request.completed.disable", data: {} });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(r.received.length).toBe(before);
+
+    r.reply = () => 200;
+    expect((await api().updateWebhook({ webhookId: webhook!.id, enabled: true })).webhook).toMatchObject({ enabled: true, failureCount: 0 });
+    await api().publishEvent({ event: "request.completed.disable", data: {} });
+    await r.waitFor(before + 1);
+  });
+});
+
+describe("the test endpoint", () => {
+  it("sends one test.ping and reports the outcome", async () => {
+    const r = await receiver();
+    const { webhook } = await api().createWebhook({ url: r.url, events: ["request.completed"] });
+    secret = webhook!.secret;
+    expect(await api().testWebhook({ webhookId: webhook!.id })).toEqual({ delivered: true, status: 200, error: "" });
+    expect(r.received).toHaveLength(1);
+    expect(r.received[0]!.signatureValid).toBe(true);
+    expect(r.received[0]!.body).toMatchObject({ event: "test.ping", data: { message: expect.any(String), webhookId: webhook!.id } });
+    const [attempt] = (await api().listDeliveries({ webhookId: webhook!.id })).deliveries;
+    expect(attempt).toMatchObject({ event: "test.ping", status: 200, success: true });
+  });
+
+  it("does not retry, and reports network errors", async () => {
+    const r = await receiver();
+    r.reply = () => 500;
+    const { webhook } = await api().createWebhook({ url: r.url });
+    secret = webhook!.secret;
+    expect(await api().testWebhook({ webhookId: webhook!.id })).toEqual({ delivered: false, status: 500, error: "" });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(r.received).toHaveLength(1);
+    expect((await api().getWebhook({ webhookId: webhook!.id })).webhook).toMatchObject({ failureCount: 0, lastStatus: 500 });
+
+    const dead = await api().createWebhook({ url: "http://127.0.0.1:9/closed" });
+    const result = await api().testWebhook({ webhookId: dead.webhook!.id });
+    expect(result).toMatchObject({ delivered: false, status: 0 });
+    expect(result.error).toContain("ECONNREFUSED");
+  });
+});
+
+describe("history", () => {
+  it("lists newest first with a default of 20 and keeps at most the configured number", async () => {
+    const app = await startTestApp(await createTestDatabase(), { WEBHOOK_HISTORY_LIMIT: "5" });
+    const r = await receiver();
+    try {
+      const { webhook } = await app.admin.webhooks.createWebhook({ url: r.url });
+      secret = webhook!.secret;
+      for (let i = 0; i < 12; i++) await app.admin.webhooks.testWebhook({ webhookId: webhook!.id });
+      const kept = (await app.admin.webhooks.listDeliveries({ webhookId: webhook!.id, limit: 100 })).deliveries;
+      // Trimmed every 5 attempts: never more than twice the limit, and always the newest.
+      expect(kept.length).toBeGreaterThanOrEqual(5);
+      expect(kept.length).toBeLessThan(10);
+      const times = kept.map((d) => d.createdAt!.getTime());
+      expect([...times].sort((a, b) => b - a)).toEqual(times);
+    } finally {
+      await app.stop();
+    }
+  });
+});
