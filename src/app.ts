@@ -14,6 +14,7 @@ import { ExpirySweeper } from "./registry/expiry.js";
 import { registryService } from "./registry/handlers.js";
 import { HeartbeatBatcher } from "./registry/heartbeats.js";
 import { RegistryService } from "./registry/service.js";
+import { dashboardRoutes } from "./webhooks/dashboard.js";
 import { Dispatcher } from "./webhooks/dispatcher.js";
 import { webhookService } from "./webhooks/handlers.js";
 import { WebhookHttpClient } from "./webhooks/outbound.js";
@@ -97,7 +98,14 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
       logger,
     );
     grpc = await startGrpcServer(router, config.host, config.grpcPort);
-    http = await startHttpServer(new Transcoder(router), config.host, config.httpPort, logger, () => serving);
+    http = await startHttpServer(
+      new Transcoder(router),
+      [dashboardRoutes(authenticate)],
+      config.host,
+      config.httpPort,
+      logger,
+      () => serving,
+    );
     serving = true;
     logger.info({ event: "started", grpc_port: grpc.port, http_port: http.port }, "service started");
   } catch (error) {

@@ -6,6 +6,9 @@ import { writeJson, writeRpcError } from "./responses.js";
 import { requestIdOf } from "../call.js";
 import type { RequestTarget, Transcoder } from "./transcoder.js";
 
+/** A plain HTTP route (a page, a form post); answers and returns true when the request is its own. */
+export type HttpRoute = (req: http.IncomingMessage, res: http.ServerResponse, target: RequestTarget) => Promise<boolean>;
+
 export interface HttpServer {
   port: number;
   /** Stops accepting connections, waits up to graceMs for open requests, then closes the rest. */
@@ -14,6 +17,7 @@ export interface HttpServer {
 
 export async function startHttpServer(
   transcoder: Transcoder,
+  routes: HttpRoute[],
   host: string,
   port: number,
   logger: Logger,
@@ -46,6 +50,7 @@ export async function startHttpServer(
       writeJson(res, serving ? 200 : 503, { status: serving ? "SERVING" : "NOT_SERVING" });
       return;
     }
+    for (const handle of routes) if (await handle(req, res, url)) return;
     if (await transcoder.handle(req, res, url, requestId)) return;
     writeRpcError(
       res,

@@ -34,8 +34,6 @@ export interface RequestTarget {
   searchParams: URLSearchParams;
 }
 
-/** The same rule the router applies to incoming request ids. */
-
 interface Route {
   verb: string;
   template: PathTemplate;

@@ -1,0 +1,253 @@
+/**
+ * The dashboard's HTML. Everything is inline and runs under a per-response CSP nonce; every value
+ * from the API goes into the page through textContent or attributes set in code, never as HTML.
+ */
+export function dashboardPage(options: {
+  nonce: string;
+  events: readonly { name: string; description: string }[];
+  loginError: string;
+}): string {
+  const { nonce } = options;
+  // JSON inside <script>: "<" is escaped so no value can close the script element.
+  const boot = JSON.stringify({ events: options.events, loginError: options.loginError }).replace(/</g, "\\u003c");
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Webhooks</title>
+<style nonce="${nonce}">
+  :root { font-family: system-ui, sans-serif; color: #1f2328; background: #f6f8fa; }
+  body { margin: 0; }
+  header { display: flex; justify-content: space-between; align-items: center; padding: 12px 24px; background: #24292f; color: #fff; }
+  header h1 { font-size: 18px; margin: 0; }
+  main { max-width: 1100px; margin: 24px auto; padding: 0 16px; }
+  section { background: #fff; border: 1px solid #d0d7de; border-radius: 8px; padding: 16px; margin-bottom: 16px; }
+  h2 { font-size: 16px; margin: 0 0 12px; }
+  label { display: block; font-size: 13px; margin: 8px 0 4px; font-weight: 600; }
+  input[type=text], input[type=url], input[type=password] { width: 100%; box-sizing: border-box; padding: 6px 8px; border: 1px solid #d0d7de; border-radius: 6px; }
+  .events { display: grid; grid-template-columns: repeat(auto-fill, minmax(230px, 1fr)); gap: 4px 16px; font-size: 13px; }
+  .events label { font-weight: normal; margin: 0; }
+  button { padding: 5px 12px; border: 1px solid #d0d7de; border-radius: 6px; background: #f6f8fa; cursor: pointer; font-size: 13px; }
+  button.primary { background: #1f883d; color: #fff; border-color: #1f883d; }
+  button.danger { color: #cf222e; }
+  table { width: 100%; border-collapse: collapse; font-size: 13px; }
+  th, td { text-align: left; padding: 6px 8px; border-bottom: 1px solid #eaeef2; vertical-align: top; }
+  td.actions button { margin: 0 4px 4px 0; }
+  .dot { display: inline-block; width: 10px; height: 10px; border-radius: 50%; margin-right: 6px; }
+  .active { background: #1f883d; } .inactive { background: #8c959f; } .errored { background: #cf222e; }
+  .error { color: #cf222e; } .ok { color: #1f883d; } .muted { color: #656d76; }
+  .secret { font-family: ui-monospace, monospace; background: #fff8c5; padding: 8px; border-radius: 6px; word-break: break-all; }
+  [hidden] { display: none !important; }
+</style>
+</head>
+<body>
+<header><h1>Webhooks</h1><form method="post" action="/dashboard/webhooks/logout" id="logout" hidden><button type="submit">Log out</button></form></header>
+<main>
+  <section id="login" hidden>
+    <h2>Log in</h2>
+    <form method="post" action="/dashboard/webhooks/login">
+      <label for="token">API key (with the webhooks scope)</label>
+      <input type="password" id="token" name="token" autocomplete="current-password" required>
+      <p class="error" id="login-error"></p>
+      <button class="primary" type="submit">Log in</button>
+    </form>
+  </section>
+  <div id="app" hidden>
+    <section>
+      <h2 id="form-title">New webhook</h2>
+      <form id="webhook-form">
+        <label for="url">Receiver URL</label>
+        <input type="url" id="url" required placeholder="https://example.com/hooks">
+        <label for="description">Description</label>
+        <input type="text" id="description" maxlength="1000">
+        <label>Events</label>
+        <div class="events" id="event-picker"></div>
+        <label for="custom-events">Other events (comma-separated)</label>
+        <input type="text" id="custom-events" placeholder="billing.invoice_paid">
+        <label for="secret">Secret (leave empty to generate one)</label>
+        <input type="text" id="secret" minlength="16" maxlength="500" autocomplete="off">
+        <p class="error" id="form-error"></p>
+        <button class="primary" type="submit" id="save">Create webhook</button>
+        <button type="button" id="cancel-edit" hidden>Cancel</button>
+      </form>
+      <p id="created-secret" hidden>Signing secret (shown in full only now and on the detail view): <span class="secret" id="created-secret-value"></span></p>
+    </section>
+    <section>
+      <h2>Your webhooks</h2>
+      <p class="error" id="list-error"></p>
+      <table>
+        <thead><tr><th>Status</th><th>URL</th><th>Events</th><th>Failures</th><th>Last status</th><th>Last triggered</th><th></th></tr></thead>
+        <tbody id="webhooks"></tbody>
+      </table>
+      <p class="muted" id="empty">No webhooks yet.</p>
+    </section>
+    <section id="deliveries-section" hidden>
+      <h2 id="deliveries-title">Recent deliveries</h2>
+      <table>
+        <thead><tr><th>Time</th><th>Event</th><th>Attempt</th><th>Status</th><th>Result</th><th>Latency</th><th>Error</th></tr></thead>
+        <tbody id="deliveries"></tbody>
+      </table>
+    </section>
+  </div>
+</main>
+<script nonce="${nonce}">
+const boot = ${boot};
+const $ = (id) => document.getElementById(id);
+let editing = null;
+/** The last test result of each webhook, kept across re-renders of the list. */
+const testResults = new Map();
+
+async function api(method, path, body) {
+  const response = await fetch(path, {
+    method,
+    credentials: "same-origin",
+    headers: body === undefined ? {} : { "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const data = response.status === 204 ? {} : await response.json().catch(() => ({}));
+  if (response.status === 401) { showLogin(""); throw new Error("Your session has ended; log in again."); }
+  if (!response.ok) throw new Error(data.message || ("HTTP " + response.status));
+  return data;
+}
+
+function el(tag, props, ...children) {
+  const node = document.createElement(tag);
+  Object.assign(node, props || {});
+  for (const child of children) node.append(child instanceof Node ? child : String(child ?? ""));
+  return node;
+}
+
+function showLogin(message) {
+  $("app").hidden = true; $("logout").hidden = true; $("login").hidden = false;
+  $("login-error").textContent = message;
+}
+
+function renderPicker(selected) {
+  const picker = $("event-picker");
+  picker.replaceChildren();
+  const all = ["*", ...boot.events.map((e) => e.name)];
+  for (const name of all) {
+    const box = el("input", { type: "checkbox", value: name, checked: selected.includes(name), name: "event" });
+    const description = name === "*" ? "All events" : boot.events.find((e) => e.name === name).description;
+    picker.append(el("label", { title: description }, box, " " + name));
+  }
+  $("custom-events").value = selected.filter((name) => !all.includes(name)).join(", ");
+}
+
+function selectedEvents() {
+  const picked = [...document.querySelectorAll("#event-picker input:checked")].map((box) => box.value);
+  const custom = $("custom-events").value.split(",").map((s) => s.trim()).filter(Boolean);
+  return [...picked, ...custom];
+}
+
+function resetForm() {
+  editing = null;
+  $("form-title").textContent = "New webhook";
+  $("save").textContent = "Create webhook";
+  $("cancel-edit").hidden = true;
+  $("url").value = ""; $("description").value = ""; $("secret").value = ""; $("form-error").textContent = "";
+  renderPicker(["*"]);
+}
+
+function startEdit(webhook) {
+  editing = webhook.id;
+  $("form-title").textContent = "Edit webhook";
+  $("save").textContent = "Save changes";
+  $("cancel-edit").hidden = false;
+  $("url").value = webhook.url; $("description").value = webhook.description; $("secret").value = "";
+  renderPicker(webhook.events);
+  $("url").focus();
+}
+
+async function load() {
+  try {
+    const { webhooks } = await api("GET", "/api/webhooks");
+    $("login").hidden = true; $("app").hidden = false; $("logout").hidden = false;
+    $("list-error").textContent = "";
+    render(webhooks);
+  } catch (error) {
+    if ($("app").hidden) showLogin(boot.loginError); else $("list-error").textContent = error.message;
+  }
+}
+
+function render(webhooks) {
+  const rows = webhooks.map((webhook) => {
+    const shown = testResults.get(webhook.id);
+    const result = el("div", { className: "test-result " + (shown ? shown.tone : ""), textContent: shown ? shown.text : "" });
+    const test = el("button", { textContent: "Test", className: "test" });
+    test.onclick = async () => {
+      result.textContent = "Sending…"; result.className = "test-result muted";
+      try {
+        const outcome = await api("POST", "/api/webhooks/" + webhook.id + "/test", {});
+        testResults.set(webhook.id, outcome.delivered
+          ? { text: "Delivered (" + outcome.status + ")", tone: "ok" }
+          : { text: "Failed: " + (outcome.error || "status " + outcome.status), tone: "error" });
+      } catch (error) { testResults.set(webhook.id, { text: error.message, tone: "error" }); }
+      await load();
+      await showDeliveries(webhook);
+    };
+    const toggle = el("button", { textContent: webhook.enabled ? "Disable" : "Enable", className: "toggle" });
+    toggle.onclick = async () => { await api("PUT", "/api/webhooks/" + webhook.id, { enabled: !webhook.enabled }); await load(); };
+    const edit = el("button", { textContent: "Edit", className: "edit" });
+    edit.onclick = () => startEdit(webhook);
+    const history = el("button", { textContent: "Deliveries", className: "history" });
+    history.onclick = () => showDeliveries(webhook);
+    const remove = el("button", { textContent: "Delete", className: "danger" });
+    remove.onclick = async () => { if (confirm("Delete this webhook and its history?")) { await api("DELETE", "/api/webhooks/" + webhook.id); await load(); } };
+    const row = el("tr", {},
+      el("td", {}, el("span", { className: "dot " + webhook.status }), el("span", { className: "status", textContent: webhook.status })),
+      el("td", {}, el("div", { textContent: webhook.url, className: "url" }), el("div", { className: "muted", textContent: webhook.description })),
+      el("td", { textContent: webhook.events.join(", ") }),
+      el("td", { textContent: webhook.failure_count }),
+      el("td", { textContent: webhook.last_triggered_at ? webhook.last_status : "—" }),
+      el("td", { textContent: webhook.last_triggered_at ? new Date(webhook.last_triggered_at).toLocaleString() : "never" }),
+      el("td", { className: "actions" }, test, toggle, edit, history, remove, result));
+    row.dataset.id = webhook.id;
+    return row;
+  });
+  $("webhooks").replaceChildren(...rows);
+  $("empty").hidden = webhooks.length > 0;
+}
+
+async function showDeliveries(webhook) {
+  const { deliveries } = await api("GET", "/api/webhooks/" + webhook.id + "/deliveries?limit=20");
+  $("deliveries-title").textContent = "Recent deliveries of " + webhook.url;
+  $("deliveries").replaceChildren(...deliveries.map((d) => el("tr", {},
+    el("td", { textContent: new Date(d.created_at).toLocaleString() }),
+    el("td", { textContent: d.event }),
+    el("td", { textContent: d.attempt }),
+    el("td", { textContent: d.status }),
+    el("td", { textContent: d.success ? "success" : (d.next_attempt_at ? "will retry" : "failed"), className: d.success ? "ok" : "error" }),
+    el("td", { textContent: d.latency_ms + " ms" }),
+    el("td", { textContent: d.error }))));
+  $("deliveries-section").hidden = false;
+}
+
+$("webhook-form").onsubmit = async (event) => {
+  event.preventDefault();
+  $("form-error").textContent = "";
+  const body = { url: $("url").value.trim(), description: $("description").value, events: selectedEvents() };
+  if ($("secret").value) body.secret = $("secret").value;
+  try {
+    if (editing) {
+      await api("PUT", "/api/webhooks/" + editing, body);
+      $("created-secret").hidden = true;
+    } else {
+      const created = await api("POST", "/api/webhooks", body);
+      $("created-secret-value").textContent = created.secret;
+      $("created-secret").hidden = false;
+    }
+    resetForm();
+    await load();
+  } catch (error) { $("form-error").textContent = error.message; }
+};
+$("cancel-edit").onclick = resetForm;
+
+resetForm();
+if (boot.loginError) showLogin(boot.loginError); else load();
+</script>
+</body>
+</html>
+`;
+}
