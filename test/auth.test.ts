@@ -5,6 +5,7 @@ import { ApiError, Code } from "../src/client/index.js";
 import { createAccountWithKey } from "./support/accounts.js";
 import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/app.js";
 import { createTestDatabase } from "./support/database.js";
+import { failure } from "./support/expect.js";
 
 let t: TestApp;
 
@@ -14,16 +15,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await t?.stop();
 });
-
-/** Runs `call`, expects it to fail, and returns the decoded error. */
-async function failure(call: Promise<unknown>): Promise<ApiError> {
-  const error = await call.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(ApiError);
-  return error as ApiError;
-}
 
 const fields = (error: ApiError) => error.fieldViolations.map((v) => v.field);
 const UNKNOWN_UUID = "00000000-0000-4000-8000-000000000000";

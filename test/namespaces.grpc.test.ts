@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ApiError, Code } from "../src/client/index.js";
+import { Code } from "../src/client/index.js";
 import { createAccountWithKey } from "./support/accounts.js";
 import { startTestApp, type TestApp } from "./support/app.js";
 import { createTestDatabase } from "./support/database.js";
+import { failure } from "./support/expect.js";
 
 let t: TestApp;
 
@@ -12,16 +13,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await t?.stop();
 });
-
-/** Runs `call`, expects it to fail, and returns the decoded error. */
-async function failure(call: Promise<unknown>): Promise<ApiError> {
-  const error = await call.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(ApiError);
-  return error as ApiError;
-}
 
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/;
 

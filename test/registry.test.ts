@@ -1,9 +1,10 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ApiError, Code } from "../src/client/index.js";
+import { Code } from "../src/client/index.js";
 import { createAccountWithKey } from "./support/accounts.js";
 import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/app.js";
 import { createTestDatabase } from "./support/database.js";
+import { failure, until } from "./support/expect.js";
 
 let databaseUrl: string;
 let a: TestApp;
@@ -21,26 +22,9 @@ afterAll(async () => {
   await Promise.all([a?.stop(), b?.stop()]);
 });
 
-async function failure(call: Promise<unknown>): Promise<ApiError> {
-  const error = await call.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(ApiError);
-  return error as ApiError;
-}
-
 async function counts(t: TestApp, name: string) {
   const { namespace } = await t.admin.namespaces.getNamespace({ name });
   return [namespace!.totalServiceCount, namespace!.totalInstanceCount, namespace!.totalHealthInstanceCount];
-}
-
-async function until(check: () => Promise<boolean>, timeoutMs = 5_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error("condition not met in time");
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }
 
 describe("registration", () => {

@@ -6,6 +6,7 @@ import { createLogger } from "../src/platform/logger.js";
 import { createAccountWithKey } from "./support/accounts.js";
 import { startTestApp, type TestApp } from "./support/app.js";
 import { createTestDatabase } from "./support/database.js";
+import { failure } from "./support/expect.js";
 
 // Two replicas of the service on one database, as in a scaled-out deployment. Each keeps its own
 // caches (namespaces, API keys); these tests check that no replica serves stale data after a write
@@ -22,15 +23,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all([a?.stop(), b?.stop()]);
 });
-
-async function failure(call: Promise<unknown>): Promise<ApiError> {
-  const error = await call.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(ApiError);
-  return error as ApiError;
-}
 
 /** Fills both replicas' caches, so that a stale entry would be served if invalidation failed. */
 async function warm(...names: string[]): Promise<void> {

@@ -1,9 +1,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { ApiError, Code } from "../src/client/index.js";
+import { Code } from "../src/client/index.js";
 import { createAccountWithKey } from "./support/accounts.js";
 import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/app.js";
 import { createTestDatabase } from "./support/database.js";
 import { Receiver } from "./support/receiver.js";
+import { failure, until } from "./support/expect.js";
 
 let t: TestApp;
 let user: { accountId: string; key: string };
@@ -32,23 +33,6 @@ async function receiver(): Promise<Receiver> {
 }
 
 const api = () => t.client(user.key).webhooks;
-
-async function failure(call: Promise<unknown>): Promise<ApiError> {
-  const error = await call.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(ApiError);
-  return error as ApiError;
-}
-
-async function until(check: () => Promise<boolean> | boolean, timeoutMs = 5_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error("condition not met in time");
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
 
 describe("management", () => {
   it("creates with defaults: events ['*'], a generated whsec_ secret, enabled", async () => {
