@@ -41,6 +41,9 @@ export interface AttemptResult {
  */
 export class Dispatcher {
   private readonly inFlight = new Set<Promise<void>>();
+  /** Outcomes waiting to be recorded; those finished in the same tick go in one statement. */
+  private unrecorded: { outcome: repo.AttemptOutcome; done: (disabled: boolean) => void; failed: (e: unknown) => void }[] = [];
+  private recording: Promise<void> | undefined;
   private readonly sinceLastPrune = new Map<string, number>();
   private running: Promise<void> | undefined;
   private stopped = false;
@@ -93,23 +96,19 @@ export class Dispatcher {
       delivery.retries && retryable && delivery.attempt < MAX_ATTEMPTS
         ? new Date(Date.now() + this.settings.retryBaseMs * 2 ** (delivery.attempt - 1))
         : undefined;
-    const disabled = await repo.recordAttempt(
-      this.db,
-      {
-        deliveryId: delivery.id,
-        webhookId: delivery.webhook_id,
-        attempt: delivery.attempt,
-        status: result.status,
-        success,
-        latencyMs: Math.round(result.latencyMs),
-        error: result.error ?? "",
-        responseBody: result.responseBody,
-        retryAt,
-        // A test delivery neither counts toward nor resets the failure count.
-        final: delivery.retries && !retryAt,
-      },
-      DISABLE_AT,
-    );
+    const disabled = await this.record({
+      deliveryId: delivery.id,
+      webhookId: delivery.webhook_id,
+      attempt: delivery.attempt,
+      status: result.status,
+      success,
+      latencyMs: Math.round(result.latencyMs),
+      error: result.error ?? "",
+      responseBody: result.responseBody,
+      retryAt,
+      // A test delivery neither counts toward nor resets the failure count.
+      final: delivery.retries && !retryAt,
+    });
     this.logger.info(
       {
         event: "webhook_attempt",
@@ -130,6 +129,37 @@ export class Dispatcher {
     }
     await this.pruneNowAndThen(delivery.webhook_id);
     return { success, status: result.status, error: result.error ?? "" };
+  }
+
+  /** Resolves once the outcome is recorded, with whether it disabled the webhook. */
+  private record(outcome: repo.AttemptOutcome): Promise<boolean> {
+    return new Promise((done, failed) => {
+      this.unrecorded.push({ outcome, done, failed });
+      if (this.unrecorded.length === 1 && !this.recording) setImmediate(() => this.flushRecords());
+    });
+  }
+
+  private flushRecords(): void {
+    if (this.recording || this.unrecorded.length === 0) return;
+    const batch = this.unrecorded;
+    this.unrecorded = [];
+    this.recording = repo
+      .recordAttempts(this.db, batch.map((b) => b.outcome), DISABLE_AT)
+      .then(
+        (disabled) => {
+          // The webhook's last final outcome in the batch is the one that disabled it.
+          const disabler = new Map<string, (typeof batch)[number]>();
+          for (const b of batch) if (b.outcome.final && disabled.includes(b.outcome.webhookId)) disabler.set(b.outcome.webhookId, b);
+          for (const b of batch) b.done(disabler.get(b.outcome.webhookId) === b);
+        },
+        (error: unknown) => {
+          for (const b of batch) b.failed(error);
+        },
+      )
+      .finally(() => {
+        this.recording = undefined;
+        this.flushRecords();
+      });
   }
 
   private async loop(): Promise<void> {

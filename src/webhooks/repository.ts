@@ -156,12 +156,14 @@ export async function claimDueDeliveries(db: Db, limit: number, leaseMs: number)
   return rows;
 }
 
-/** When the next pending delivery falls due, if any. */
+/** When the next pending delivery that no replica holds falls due, if any. */
 export async function nextDueAt(db: Db): Promise<Date | undefined> {
   const row = await db
     .selectFrom("webhook_deliveries")
     .select((eb) => eb.fn.min("next_attempt_at").as("due"))
     .where("state", "=", "pending")
+    // A held delivery (in flight here or on another replica) is not due: counting it would spin the loop.
+    .where((eb) => eb.or([eb("locked_until", "is", null), eb("locked_until", "<", sql<Date>`now()`)]))
     .executeTakeFirst();
   return row?.due ?? undefined;
 }
@@ -182,52 +184,53 @@ export interface AttemptOutcome {
 }
 
 /**
- * Records an attempt and its consequences in one transaction: the history row, the delivery's
- * state (a 3xx or 4xx is "delivered" without success; a 5xx or network failure after the last
- * retry is "failed"), and the webhook's counters: last_triggered_at and last_status on every
- * attempt, failure_count reset by a success and raised by a failed delivery, and auto-disabling at
- * `disableAt` failures. Returns whether this attempt disabled the webhook.
+ * Records attempts and their consequences in one statement, so atomically and in one round trip
+ * however many finished together: the history rows; each delivery's state (a 3xx or 4xx is
+ * "delivered" without success; a 5xx or network failure after the last retry is "failed"); and each
+ * webhook's counters, applied in the order the attempts finished: last_triggered_at and last_status
+ * on every attempt, failure_count reset by a success and raised by a failed delivery, and
+ * auto-disabling at `disableAt` failures. Returns the webhooks these attempts disabled.
  */
-export async function recordAttempt(db: Db, outcome: AttemptOutcome, disableAt: number): Promise<boolean> {
-  return db.transaction().execute(async (tx) => {
-    await tx
-      .insertInto("webhook_attempts")
-      .values({
-        delivery_id: outcome.deliveryId,
-        webhook_id: outcome.webhookId,
-        attempt: outcome.attempt,
-        status: outcome.status,
-        success: outcome.success,
-        latency_ms: outcome.latencyMs,
-        error: outcome.error,
-        response_body: outcome.responseBody,
-        next_attempt_at: outcome.retryAt ?? null,
-      })
-      .execute();
-    const delivered = outcome.status !== 0 && outcome.status < 500;
-    await tx
-      .updateTable("webhook_deliveries")
-      .set(
-        outcome.retryAt
-          ? { next_attempt_at: outcome.retryAt, locked_until: null }
-          : { state: delivered ? "delivered" : "failed", locked_until: null },
-      )
-      .where("id", "=", outcome.deliveryId)
-      .execute();
-    const webhook = await tx
-      .updateTable("webhooks")
-      .set((eb) => ({
-        last_triggered_at: sql<Date>`now()`,
-        last_status: outcome.status,
-        ...(outcome.final ? { failure_count: outcome.success ? sql<number>`0` : eb(eb.ref("failure_count"), "+", 1) } : {}),
-      }))
-      .where("id", "=", outcome.webhookId)
-      .returning(["failure_count", "enabled"])
-      .executeTakeFirst();
-    if (!webhook || !outcome.final || !webhook.enabled || webhook.failure_count < disableAt) return false;
-    await tx.updateTable("webhooks").set({ enabled: false }).where("id", "=", outcome.webhookId).execute();
-    return true;
-  });
+export async function recordAttempts(db: Db, outcomes: AttemptOutcome[], disableAt: number): Promise<string[]> {
+  const column = <T>(pick: (o: AttemptOutcome) => T) => outcomes.map(pick);
+  const { rows } = await sql<{ id: string; disabled: boolean }>`
+    with o as (
+      select * from unnest(
+        ${column((o) => o.deliveryId)}::uuid[], ${column((o) => o.webhookId)}::uuid[],
+        ${column((o) => o.attempt)}::int[], ${column((o) => o.status)}::int[], ${column((o) => o.success)}::bool[],
+        ${column((o) => o.latencyMs)}::int[], ${column((o) => o.error)}::text[], ${column((o) => o.responseBody)}::text[],
+        ${column((o) => o.retryAt?.toISOString() ?? null)}::timestamptz[], ${column((o) => o.final)}::bool[]
+      ) with ordinality as t(delivery_id, webhook_id, attempt, status, success, latency_ms, error, response_body,
+                             retry_at, final, seq)
+    ), history as (
+      insert into webhook_attempts
+        (delivery_id, webhook_id, attempt, status, success, latency_ms, error, response_body, next_attempt_at)
+      select delivery_id, webhook_id, attempt, status, success, latency_ms, error, response_body, retry_at from o
+    ), deliveries as (
+      update webhook_deliveries d
+      set next_attempt_at = coalesce(o.retry_at, d.next_attempt_at), locked_until = null,
+          state = case when o.retry_at is not null then 'pending'
+                       when o.status <> 0 and o.status < 500 then 'delivered' else 'failed' end
+      from o where d.id = o.delivery_id
+    ), per_webhook as (
+      -- In finishing order: the last status, and the final failures since the last final success.
+      select webhook_id, (array_agg(status order by seq desc))[1] as last_status,
+             max(seq) filter (where final and success) as last_success, bool_or(final) as any_final
+      from o group by webhook_id
+    ), effect as (
+      select p.*, b.enabled as was_enabled,
+             case when p.last_success is not null then 0 else b.failure_count end
+               + (select count(*)::int from o where o.webhook_id = p.webhook_id and o.final and not o.success
+                  and (p.last_success is null or o.seq > p.last_success)) as failure_count
+      from per_webhook p join webhooks b on b.id = p.webhook_id
+    )
+    update webhooks w
+    set last_triggered_at = now(), last_status = e.last_status, failure_count = e.failure_count,
+        enabled = w.enabled and not (e.any_final and e.failure_count >= ${disableAt})
+    from effect e
+    where w.id = e.webhook_id
+    returning w.id, e.was_enabled and not w.enabled as disabled`.execute(db);
+  return rows.filter((r) => r.disabled).map((r) => r.id);
 }
 
 /** A delivery whose webhook was disabled before its turn is dropped, not sent. */

@@ -7,6 +7,7 @@ import type { LoadResult } from "./load.js";
 import { benchNamespaces } from "./namespaces.js";
 import { benchRegistry, HEARTBEATS_PER_BATCH } from "./registry.js";
 import { startServerProcess } from "./server-process.js";
+import { benchWebhooks, type DeliveryRun } from "./webhooks.js";
 
 const ADMIN_TOKEN = "bench-admin-token-0123456789";
 
@@ -15,37 +16,70 @@ const ADMIN_TOKEN = "bench-admin-token-0123456789";
  * printed next to a baseline measured in the same run, as a ratio.
  */
 async function main(): Promise<void> {
+  // BENCH_SECTIONS=webhooks (comma-separated) runs only those sections.
+  const sections = new Set((process.env.BENCH_SECTIONS ?? "namespaces,registry,webhooks").split(","));
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), "atrium-bench-"));
   await fs.chmod(dir, 0o755);
   const pg = await startEmbeddedPostgres(dir, createLogger("warn"));
   const server = await startServerProcess(
-    { DATABASE_URL: pg.url, ADMIN_TOKEN, LOG_LEVEL: process.env.LOG_LEVEL ?? "info", DATABASE_POOL_SIZE: "20" },
+    {
+      DATABASE_URL: pg.url,
+      ADMIN_TOKEN,
+      // info, as in production (one line per call); the harness also waits for the "started" line.
+      LOG_LEVEL: "info",
+      DATABASE_POOL_SIZE: "20",
+      // The webhook section's receiver listens on loopback.
+      WEBHOOK_ALLOW_PRIVATE: "true",
+    },
     path.join(os.tmpdir(), "atrium-bench-server.log"),
   );
   try {
     console.log(`machine: ${os.cpus().length} cores, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, node ${process.version}`);
-    console.log("\n== namespaces (grpc-js client, concurrency 64) ==");
-    const ns = await benchNamespaces(server, ADMIN_TOKEN);
-    printTable(ns.results, ns.results[0]!);
-    console.log(`server RSS ${ns.memory.rssMiB.toFixed(0)} MiB (peak ${ns.memory.peakMiB.toFixed(0)} MiB); log: ${server.logFile}`);
-    const get = ns.results.find((r) => r.name === "GetNamespace")!;
-    const create = ns.results.find((r) => r.name === "CreateNamespace")!;
-    const noop = ns.results[0]!;
-    check("GetNamespace >= 70% of the no-op's requests/s", get.perSecond / noop.perSecond >= 0.7);
-    check("GetNamespace p99 < 20 ms", get.p99Ms < 20);
-    check("CreateNamespace >= 1,500/s", create.perSecond >= 1500);
-
-    console.log("\n== registry: services and instances (grpc-js client, concurrency 64) ==");
-    const registry = await benchRegistry(server, ADMIN_TOKEN);
-    printTable(registry, registry[0]!);
-    const [, single, batched, list, listHealthy] = registry;
-    const batchedPerSecond = batched!.perSecond * HEARTBEATS_PER_BATCH;
-    console.log(
-      `heartbeats/s: ${single!.perSecond.toFixed(0)} one per call, ${batchedPerSecond.toFixed(0)} in batches of ${HEARTBEATS_PER_BATCH}`,
-    );
-    check("heartbeats >= 5,000/s with 10,000 instances (one per call)", single!.perSecond >= 5000);
-    check("heartbeats >= 5,000/s with 10,000 instances (batched)", batchedPerSecond >= 5000);
-    console.log(`ListInstances p99 ${list!.p99Ms.toFixed(2)} ms, healthy_only p99 ${listHealthy!.p99Ms.toFixed(2)} ms`);
+    if (sections.has("namespaces")) {
+      console.log("\n== namespaces (grpc-js client, concurrency 64) ==");
+      const ns = await benchNamespaces(server, ADMIN_TOKEN);
+      printTable(ns.results, ns.results[0]!);
+      console.log(`server RSS ${ns.memory.rssMiB.toFixed(0)} MiB (peak ${ns.memory.peakMiB.toFixed(0)} MiB); log: ${server.logFile}`);
+      const get = ns.results.find((r) => r.name === "GetNamespace")!;
+      const create = ns.results.find((r) => r.name === "CreateNamespace")!;
+      const noop = ns.results[0]!;
+      check("GetNamespace >= 70% of the no-op's requests/s", get.perSecond / noop.perSecond >= 0.7);
+      check("GetNamespace p99 < 20 ms", get.p99Ms < 20);
+      check("CreateNamespace >= 1,500/s", create.perSecond >= 1500);
+    }
+    if (sections.has("registry")) {
+      console.log("\n== registry: services and instances (grpc-js client, concurrency 64) ==");
+      const registry = await benchRegistry(server, ADMIN_TOKEN);
+      printTable(registry, registry[0]!);
+      const [, single, batched, list, listHealthy] = registry;
+      const batchedPerSecond = batched!.perSecond * HEARTBEATS_PER_BATCH;
+      console.log(
+        `heartbeats/s: ${single!.perSecond.toFixed(0)} one per call, ${batchedPerSecond.toFixed(0)} in batches of ${HEARTBEATS_PER_BATCH}`,
+      );
+      check("heartbeats >= 5,000/s with 10,000 instances (one per call)", single!.perSecond >= 5000);
+      check("heartbeats >= 5,000/s with 10,000 instances (batched)", batchedPerSecond >= 5000);
+      console.log(`ListInstances p99 ${list!.p99Ms.toFixed(2)} ms, healthy_only p99 ${listHealthy!.p99Ms.toFixed(2)} ms`);
+    }
+    if (sections.has("webhooks")) {
+      console.log("\n== webhooks: PublishEvent over gRPC, 10 webhooks, receiver in the bench process ==");
+      const webhooks = await benchWebhooks(server, ADMIN_TOKEN);
+      const { ceiling, saturated } = webhooks;
+      console.log(`delivery body ${webhooks.bodyBytes} bytes; ${webhooks.webhooks} webhooks subscribed to the event`);
+      console.log(
+        `receiver ceiling (undici.request POST loop, concurrency 64, same body and headers): ${ceiling.perSecond.toFixed(0)} req/s` +
+          (ceiling.errors > 0 ? ` (${ceiling.errors} errors: ${ceiling.firstError})` : ""),
+      );
+      printDeliveryRuns([saturated, ...webhooks.fixed]);
+      const ratio = saturated.deliveredPerSecond / ceiling.perSecond;
+      console.log(
+        `delivered/s ${saturated.deliveredPerSecond.toFixed(0)} sustained, published events/s ${saturated.publishedPerSecond.toFixed(0)}, ` +
+          `ratio delivered/ceiling ${ratio.toFixed(2)}`,
+      );
+      const at500 = webhooks.fixed.find((r) => r.name.startsWith("500 "))!;
+      check("webhook deliveries >= 3,000/s", saturated.deliveredPerSecond >= 3000);
+      check("webhook deliveries >= 40% of the receiver's raw ceiling", ratio >= 0.4);
+      check("publish-to-receipt p99 < 200 ms at 500 events/s", at500.sustained && at500.drained && at500.p99Ms < 200);
+    }
   } finally {
     await server.stop();
     await pg.stop();
@@ -80,6 +114,43 @@ function printTable(results: LoadResult[], baseline: LoadResult): void {
       ].join(" "),
     );
     if (r.firstError) console.log(`    first error: ${r.firstError}`);
+  }
+}
+
+function printDeliveryRuns(runs: DeliveryRun[]): void {
+  console.log(
+    [
+      "run".padEnd(44),
+      "events/s".padStart(9),
+      "deliv/s".padStart(8),
+      "p50 ms".padStart(8),
+      "p99 ms".padStart(8),
+      "max ms".padStart(8),
+      "pub p99".padStart(8),
+      "drain ms".padStart(9),
+      "srv CPU µs/dlv".padStart(15),
+      "dups".padStart(5),
+      "errors".padStart(7),
+    ].join(" "),
+  );
+  for (const r of runs) {
+    console.log(
+      [
+        r.name.padEnd(44),
+        r.publishedPerSecond.toFixed(0).padStart(9),
+        r.deliveredPerSecond.toFixed(0).padStart(8),
+        r.p50Ms.toFixed(0).padStart(8),
+        r.p99Ms.toFixed(0).padStart(8),
+        r.maxMs.toFixed(0).padStart(8),
+        r.publishP99Ms.toFixed(1).padStart(8),
+        (r.drained ? r.drainMs.toFixed(0) : `>${r.drainMs.toFixed(0)}`).padStart(9),
+        r.serverCpuUsPerDelivery.toFixed(0).padStart(15),
+        String(r.duplicates).padStart(5),
+        String(r.publishErrors).padStart(7),
+      ].join(" "),
+    );
+    if (!r.sustained) console.log(`    stopped after ${r.seconds.toFixed(1)} s: the queue kept growing (rate not sustainable)`);
+    if (!r.drained) console.log(`    not drained: ${r.delivered} of ${r.published * 10} deliveries arrived`);
   }
 }
 

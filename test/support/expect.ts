@@ -11,11 +11,15 @@ export async function failure(call: Promise<unknown>): Promise<ApiError> {
   return error as ApiError;
 }
 
-/** Polls `check` until it holds; fails after timeoutMs. */
-export async function until(check: () => Promise<boolean> | boolean, timeoutMs = 5_000): Promise<void> {
+/** Polls `check` until it holds; fails after timeoutMs, saying what it waited for. */
+export async function until(
+  check: () => Promise<boolean> | boolean,
+  timeoutMs = 5_000,
+  what = "the condition",
+): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (!(await check())) {
-    if (Date.now() > end) throw new Error("condition not met in time");
+    if (Date.now() > end) throw new Error(`${what} not met within ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
 }
