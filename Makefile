@@ -12,7 +12,7 @@ export PATH := $(NODE_DIR)/bin:$(PATH)
 endif
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all install gen lint typecheck build run migrate test bench clean
+.PHONY: all install browser gen lint typecheck build run migrate test bench clean
 
 all: lint test
 
@@ -51,7 +51,13 @@ run: build
 migrate: build
 	node dist/src/main.js migrate
 
-test: install
+# The dashboard test drives Debian's Chromium; playwright-core never downloads a browser.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing Debian's chromium (for the dashboard test)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+test: install browser
 	npx vitest run
 
 bench: build
