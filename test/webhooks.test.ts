@@ -160,6 +160,26 @@ describe("over HTTP, as the seed's paths", () => {
   });
 });
 
+describe("dashboard login", () => {
+  it("refuses a login posted from another site, and accepts its own", async () => {
+    const form = { "content-type": "application/x-www-form-urlencoded" };
+    const foreign = await t.http("POST", "/dashboard/webhooks/login", {
+      headers: { ...form, origin: "https://evil.example" },
+      body: `token=${encodeURIComponent(user.key)}`,
+    });
+    expect(foreign.status).toBe(403);
+    expect(foreign.headers.get("set-cookie")).toBeNull();
+    const own = await fetch(`${t.httpUrl}/dashboard/webhooks/login`, {
+      method: "POST",
+      redirect: "manual",
+      headers: { ...form, origin: t.httpUrl },
+      body: `token=${encodeURIComponent(user.key)}`,
+    });
+    expect(own.status).toBe(303);
+    expect(own.headers.get("set-cookie")).toContain("HttpOnly; SameSite=Strict");
+  });
+});
+
 describe("deliveries", () => {
   // A fresh account, so no webhook of the management tests takes part.
   beforeAll(async () => {

@@ -22,6 +22,10 @@ export function dashboardRoutes(authenticate: Authenticator): HttpRoute {
       sendPage(res, 200, "");
       return true;
     }
+    if ((target.pathname === `${PAGE}/login` || target.pathname === `${PAGE}/logout`) && !sameOrigin(req)) {
+      sendPage(res, 403, "Log in from this page.");
+      return true;
+    }
     if (target.pathname === `${PAGE}/login` && req.method === "POST") {
       const token = (await readForm(req)).get("token")?.trim() ?? "";
       const problem = await checkToken(authenticate, token);
@@ -71,11 +75,27 @@ function sendPage(res: ServerResponse, status: number, loginError: string): void
   res.end(html);
 }
 
+/** Reads the whole form (so the answer is not a reset connection), keeping its first bytes. */
 async function readForm(req: IncomingMessage): Promise<URLSearchParams> {
   let body = "";
   for await (const chunk of req as AsyncIterable<Buffer>) {
-    body += chunk.toString("utf8");
-    if (body.length > MAX_FORM_BYTES) break;
+    if (body.length <= MAX_FORM_BYTES) body += chunk.toString("utf8");
   }
   return new URLSearchParams(body.slice(0, MAX_FORM_BYTES));
+}
+
+/**
+ * A login from another site would sign the victim in with the attacker's key (login CSRF); the
+ * SameSite cookie does not cover it, so the browser's own Origin or Sec-Fetch-Site must agree.
+ */
+function sameOrigin(req: IncomingMessage): boolean {
+  const site = req.headers["sec-fetch-site"];
+  if (site !== undefined) return site === "same-origin" || site === "none";
+  const origin = req.headers.origin;
+  if (origin === undefined || origin === "null") return origin === undefined;
+  try {
+    return new URL(origin).host === req.headers.host;
+  } catch {
+    return false;
+  }
 }

@@ -48,6 +48,8 @@ export class Dispatcher {
   private running: Promise<void> | undefined;
   private stopped = false;
   private wake: (() => void) | undefined;
+  /** A wake-up that came while the loop was busy; the next idle() returns at once. */
+  private woken = false;
 
   constructor(
     private readonly db: Db,
@@ -56,7 +58,7 @@ export class Dispatcher {
     private readonly logger: Logger,
     private readonly settings: DispatcherSettings,
   ) {
-    notifications.on(DELIVERIES_CHANNEL, () => this.wake?.());
+    notifications.on(DELIVERIES_CHANNEL, () => this.nudge());
   }
 
   start(): void {
@@ -66,16 +68,22 @@ export class Dispatcher {
   /** Stops claiming, and waits for the attempts in flight to be recorded. */
   async stop(): Promise<void> {
     this.stopped = true;
-    this.wake?.();
+    this.nudge();
     await this.running;
     await Promise.all(this.inFlight);
+    await this.recording;
     await this.http.close();
   }
 
   /** Tells every replica's dispatcher that deliveries are due. */
   wakeAll(): void {
-    this.wake?.();
+    this.nudge();
     this.notifications.signal(DELIVERIES_CHANNEL, "");
+  }
+
+  private nudge(): void {
+    this.woken = true;
+    this.wake?.();
   }
 
   /** Sends one attempt of a claimed delivery and records its outcome. */
@@ -127,7 +135,10 @@ export class Dispatcher {
     if (disabled) {
       this.logger.warn({ event: "webhook_disabled", webhook_id: delivery.webhook_id }, "webhook disabled after repeated failures");
     }
-    await this.pruneNowAndThen(delivery.webhook_id);
+    // History trimming is housekeeping: its failure must not look like an unrecorded attempt.
+    this.pruneNowAndThen(delivery.webhook_id).catch((error: unknown) =>
+      this.logger.warn({ event: "webhook_prune_failed", webhook_id: delivery.webhook_id, err: error }, "prune failed"),
+    );
     return { success, status: result.status, error: result.error ?? "" };
   }
 
@@ -185,6 +196,7 @@ export class Dispatcher {
 
   /** Waits for a notice, a free slot, the next due retry, or the poll interval. */
   private async idle(): Promise<void> {
+    this.woken = false;
     let delay = IDLE_POLL_MS;
     try {
       const due = await repo.nextDueAt(this.db);
@@ -192,17 +204,15 @@ export class Dispatcher {
     } catch {
       // keep the poll interval
     }
-    if (delay === 0 || this.stopped) return;
+    if (delay === 0 || this.stopped || this.woken) return;
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(done, delay);
-      function done() {
+      const done = () => {
         clearTimeout(timer);
-        resolve();
-      }
-      this.wake = () => {
         this.wake = undefined;
-        done();
+        resolve();
       };
+      const timer = setTimeout(done, delay);
+      this.wake = done;
     });
   }
 
@@ -223,7 +233,7 @@ export class Dispatcher {
     this.inFlight.add(work);
     void work.finally(() => {
       this.inFlight.delete(work);
-      this.wake?.();
+      this.nudge();
     });
   }
 

@@ -101,7 +101,10 @@ export async function insertEventWithDeliveries(
   return { eventId: rows[0]!.event_id, deliveries: rows[0]!.deliveries };
 }
 
-/** A test delivery: an event and a delivery claimed at once by its caller, tried once. */
+/**
+ * A test delivery: an event and a delivery claimed at once by its caller and tried once. It is
+ * never due (next_attempt_at infinity), so no dispatcher sends it again if its caller dies.
+ */
 export async function insertTestDelivery(
   db: Db,
   event: { accountId: string; webhookId: string; body: string; occurredAt: Date },
@@ -112,8 +115,8 @@ export async function insertTestDelivery(
       values (${event.accountId}, 'test.ping', ${event.body}, ${event.occurredAt})
       returning id
     )
-    insert into webhook_deliveries (event_id, webhook_id, retries, attempts, locked_until)
-    select ev.id, ${event.webhookId}, false, 1, now() + interval '1 minute' from ev
+    insert into webhook_deliveries (event_id, webhook_id, retries, attempts, next_attempt_at)
+    select ev.id, ${event.webhookId}, false, 1, 'infinity' from ev
     returning id`.execute(db);
   return rows[0]!.id;
 }
@@ -202,6 +205,9 @@ export async function recordAttempts(db: Db, outcomes: AttemptOutcome[], disable
         ${column((o) => o.retryAt?.toISOString() ?? null)}::timestamptz[], ${column((o) => o.final)}::bool[]
       ) with ordinality as t(delivery_id, webhook_id, attempt, status, success, latency_ms, error, response_body,
                              retry_at, final, seq)
+      -- A webhook deleted while its attempt was in flight took its deliveries along: drop those
+      -- outcomes rather than fail the batch on the foreign key.
+      where exists (select 1 from webhook_deliveries d where d.id = t.delivery_id)
     ), history as (
       insert into webhook_attempts
         (delivery_id, webhook_id, attempt, status, success, latency_ms, error, response_body, next_attempt_at)
@@ -219,14 +225,17 @@ export async function recordAttempts(db: Db, outcomes: AttemptOutcome[], disable
       from o group by webhook_id
     ), effect as (
       select p.*, b.enabled as was_enabled,
-             case when p.last_success is not null then 0 else b.failure_count end
-               + (select count(*)::int from o where o.webhook_id = p.webhook_id and o.final and not o.success
-                  and (p.last_success is null or o.seq > p.last_success)) as failure_count
+             (select count(*)::int from o where o.webhook_id = p.webhook_id and o.final and not o.success
+              and (p.last_success is null or o.seq > p.last_success)) as new_failures
       from per_webhook p join webhooks b on b.id = p.webhook_id
     )
+    -- The counters build on w, the row as locked (another replica may have just changed it), not
+    -- on the statement's snapshot.
     update webhooks w
-    set last_triggered_at = now(), last_status = e.last_status, failure_count = e.failure_count,
-        enabled = w.enabled and not (e.any_final and e.failure_count >= ${disableAt})
+    set last_triggered_at = now(), last_status = e.last_status,
+        failure_count = case when e.last_success is not null then 0 else w.failure_count end + e.new_failures,
+        enabled = w.enabled and not (e.any_final and
+          case when e.last_success is not null then 0 else w.failure_count end + e.new_failures >= ${disableAt})
     from effect e
     where w.id = e.webhook_id
     returning w.id, e.was_enabled and not w.enabled as disabled`.execute(db);

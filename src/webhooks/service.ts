@@ -115,7 +115,9 @@ export class WebhookService {
 
   async deliveries(principal: Principal, webhookId: string, limit: number): Promise<repo.AttemptWithEvent[]> {
     const violations = new Violations();
-    if (limit < 0 || limit > MAX_DELIVERIES_LIMIT) violations.add("limit", `must be from 1 to ${MAX_DELIVERIES_LIMIT}`);
+    if (limit < 0 || limit > MAX_DELIVERIES_LIMIT) {
+      violations.add("limit", `must be from 1 to ${MAX_DELIVERIES_LIMIT} (0 or absent means ${DEFAULT_DELIVERIES_LIMIT})`);
+    }
     violations.throwIfAny();
     const webhook = await this.get(principal, webhookId);
     return repo.listAttempts(this.db, webhook.id, limit || DEFAULT_DELIVERIES_LIMIT);
@@ -153,9 +155,10 @@ export class WebhookService {
   private async checkUrl(url: string): Promise<void> {
     const verdict = await this.guard.validate(url);
     if (!verdict.valid) {
-      throw new RpcError(Code.INVALID_ARGUMENT, `url: ${URL_PROBLEMS[verdict.reason]} (${verdict.detail})`, {
+      const description = `${URL_PROBLEMS[verdict.reason]} (${verdict.detail})`;
+      throw new RpcError(Code.INVALID_ARGUMENT, `url: ${description}`, {
         reason: verdict.reason.toUpperCase(),
-        fieldViolations: [{ field: "url", description: `${URL_PROBLEMS[verdict.reason]} (${verdict.detail})` }],
+        fieldViolations: [{ field: "url", description }],
       });
     }
   }
