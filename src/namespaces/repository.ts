@@ -88,16 +88,10 @@ export async function registryFingerprint(db: Db): Promise<RegistryFingerprint> 
   return { namespaces: row.n, newestUpdate: row.m?.getTime() ?? 0, services: row.s, instances: row.i, healthyInstances: row.h };
 }
 
-export interface NewNamespace {
-  name: string;
-  comment: string | null;
-  owners: string;
-  token: string;
-  serviceExportTo: string[];
-  metadata: Record<string, string>;
-  syncToGlobalRegistry: boolean;
-  createdBy: string | null;
-}
+export type NewNamespace = Pick<
+  NamespaceRecord,
+  "name" | "comment" | "owners" | "token" | "serviceExportTo" | "metadata" | "syncToGlobalRegistry" | "createdBy"
+>;
 
 /**
  * Inserts a namespace and its grants in one statement (so atomically, in one round trip);

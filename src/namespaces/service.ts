@@ -3,6 +3,7 @@ import type { Namespace } from "../../gen/v1/namespace.js";
 import { isAdmin, type Principal } from "../platform/auth.js";
 import { checkBatchSize, settle, type BatchResult } from "../platform/batch.js";
 import type { Db } from "../platform/db/database.js";
+import type { NamespaceRow } from "../platform/db/schema.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import {
   alreadyExists,
@@ -160,12 +161,8 @@ export class NamespaceService {
     const name = input.name!;
 
     await this.db.transaction().execute(async (tx) => {
-      const row = await repo.lockNamespace(tx, name);
+      const row = await this.lockIfPermitted(tx, principal, name, "edit", "NAMESPACE_NOT_EDITABLE");
       if (!row) throw notFound(`namespace "${name}"`, "NAMESPACE_NOT_FOUND");
-      const grants = await repo.grantsOf(tx, row.id);
-      if (!this.canEdit(principal, { owners: row.owners, grantedUsers: grants.users, grantedGroups: grants.groups })) {
-        throw permissionDenied(`you may not edit namespace "${name}"`, "NAMESPACE_NOT_EDITABLE");
-      }
       await repo.updateNamespace(tx, row.id, {
         ...(fields.has("comment") ? { comment: input.comment ?? null } : {}),
         ...(fields.has("owners") ? { owners: input.owners ?? "" } : {}),
@@ -187,12 +184,8 @@ export class NamespaceService {
     checkName(violations, at, name);
     violations.throwIfAny();
     const deleted = await this.db.transaction().execute(async (tx) => {
-      const row = await repo.lockNamespace(tx, name);
+      const row = await this.lockIfPermitted(tx, principal, name, "delete", "NAMESPACE_NOT_DELETEABLE");
       if (!row) return false;
-      const grants = await repo.grantsOf(tx, row.id);
-      if (!this.canEdit(principal, { owners: row.owners, grantedUsers: grants.users, grantedGroups: grants.groups })) {
-        throw permissionDenied(`you may not delete namespace "${name}"`, "NAMESPACE_NOT_DELETEABLE");
-      }
       if (await repo.hasServices(tx, row.id)) throw namespaceHasServices(name);
       try {
         await repo.deleteNamespace(tx, row.id);
@@ -229,16 +222,32 @@ export class NamespaceService {
     violations.throwIfAny();
     const token = newToken();
     await this.db.transaction().execute(async (tx) => {
-      const row = await repo.lockNamespace(tx, name);
+      const row = await this.lockIfPermitted(tx, principal, name, "rotate the token of", "NAMESPACE_NOT_EDITABLE");
       if (!row) throw notFound(`namespace "${name}"`, "NAMESPACE_NOT_FOUND");
-      const grants = await repo.grantsOf(tx, row.id);
-      if (!this.canEdit(principal, { owners: row.owners, grantedUsers: grants.users, grantedGroups: grants.groups })) {
-        throw permissionDenied(`you may not rotate the token of namespace "${name}"`, "NAMESPACE_NOT_EDITABLE");
-      }
       await repo.updateNamespace(tx, row.id, { token });
     });
     await this.announce(name);
     return token;
+  }
+
+  /**
+   * Locks the namespace for the rest of the transaction and checks, against its current owners and
+   * grants, that the caller may `action` it. Undefined when there is no such namespace.
+   */
+  private async lockIfPermitted(
+    tx: Db,
+    principal: Principal,
+    name: string,
+    action: string,
+    reason: string,
+  ): Promise<NamespaceRow | undefined> {
+    const row = await repo.lockNamespace(tx, name);
+    if (!row) return undefined;
+    const grants = await repo.grantsOf(tx, row.id);
+    if (!this.canEdit(principal, { owners: row.owners, grantedUsers: grants.users, grantedGroups: grants.groups })) {
+      throw permissionDenied(`you may not ${action} namespace "${name}"`, reason);
+    }
+    return row;
   }
 
   /** After a committed change: this replica drops the entry at once, every other one before we return. */

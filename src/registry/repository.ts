@@ -19,11 +19,6 @@ export async function lockNamespaceShared(db: Db, name: string): Promise<string 
   return row?.id;
 }
 
-export async function namespaceIdOf(db: Db, name: string): Promise<string | undefined> {
-  const row = await db.selectFrom("namespaces").select("id").where("name", "=", name).executeTakeFirst();
-  return row?.id;
-}
-
 /** The service's id, creating the service when it is new. */
 export async function ensureService(db: Db, namespaceId: string, name: string): Promise<string> {
   const inserted = await db
