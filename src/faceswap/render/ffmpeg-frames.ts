@@ -1,0 +1,118 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
+import type { Writable } from "node:stream";
+import { ffmpegPath } from "../../platform/media/ffmpeg.js";
+
+/** A range of a video as raw rgb24 frames of one size and rate. */
+export interface FrameFormat {
+  video: string;
+  startSeconds: number;
+  endSeconds: number;
+  width: number;
+  height: number;
+  fps: number;
+}
+
+/** An ffmpeg child whose exit status and stderr tail are kept for the error message. */
+export class FfmpegProcess {
+  readonly child: ChildProcess;
+  readonly exited: Promise<number | null>;
+  private stderr = "";
+
+  constructor(args: string[], stdin: "pipe" | "ignore", stdout: "pipe" | "ignore") {
+    this.child = spawn(ffmpegPath, args, { stdio: [stdin, stdout, "pipe"] });
+    this.child.stderr!.setEncoding("utf8");
+    this.child.stderr!.on("data", (chunk: string) => {
+      this.stderr = (this.stderr + chunk).slice(-16 * 1024);
+    });
+    this.exited = new Promise((resolve) => {
+      this.child.on("error", (err) => {
+        this.stderr += `\n${err.message}`;
+        resolve(-1);
+      });
+      this.child.on("close", (code) => resolve(code));
+    });
+  }
+
+  /** The last lines ffmpeg wrote to stderr, for an error message. */
+  tail(): string {
+    return this.stderr.trim().split("\n").slice(-3).join(" | ");
+  }
+
+  kill(): void {
+    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill("SIGKILL");
+  }
+}
+
+/** Frames in the range: what the decoder's fps filter yields for the duration. */
+export function expectedFrames(format: FrameFormat): number {
+  return Math.max(1, Math.round((format.endSeconds - format.startSeconds) * format.fps));
+}
+
+/**
+ * Decodes the range to rgb24 on stdout. `-ss` before `-i` seeks by keyframe and then decodes
+ * accurately up to the start, which is far faster than decoding from the beginning.
+ */
+export function startDecoder(format: FrameFormat): FfmpegProcess {
+  const duration = format.endSeconds - format.startSeconds;
+  return new FfmpegProcess(
+    [
+      "-hide_banner", "-nostdin", "-loglevel", "error",
+      "-ss", String(format.startSeconds), "-t", String(duration), "-i", format.video,
+      "-an", "-sn", "-dn",
+      "-vf", `scale=${format.width}:${format.height}:flags=bilinear,fps=${format.fps}`,
+      "-frames:v", String(expectedFrames(format)),
+      "-pix_fmt", "rgb24", "-f", "rawvideo", "pipe:1",
+    ],
+    "ignore",
+    "pipe",
+  );
+}
+
+/** Encodes rgb24 frames from stdin to H.264 MP4, with the range's audio from the source when asked. */
+export function startEncoder(format: FrameFormat, output: string, withAudio: boolean): FfmpegProcess {
+  const duration = format.endSeconds - format.startSeconds;
+  const args = [
+    "-hide_banner", "-nostdin", "-loglevel", "error", "-y",
+    "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", `${format.width}x${format.height}`, "-r", String(format.fps), "-i", "pipe:0",
+  ];
+  if (withAudio) args.push("-ss", String(format.startSeconds), "-t", String(duration), "-i", format.video);
+  args.push("-map", "0:v:0");
+  if (withAudio) args.push("-map", "1:a:0?", "-c:a", "aac", "-shortest");
+  args.push(
+    "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p",
+    "-movflags", "+faststart", output,
+  );
+  const encoder = new FfmpegProcess(args, "pipe", "ignore");
+  // A dead encoder shows as its exit status; EPIPE on its stdin would otherwise be an unhandled error.
+  encoder.child.stdin!.on("error", () => {});
+  return encoder;
+}
+
+/** Reads whole frames of `frameBytes` from a decoder's stdout, one at a time (the stream pauses between). */
+export async function* readFrames(stdout: NodeJS.ReadableStream, frameBytes: number): AsyncGenerator<Buffer> {
+  let frame = Buffer.allocUnsafe(frameBytes);
+  let filled = 0;
+  for await (const data of stdout) {
+    const chunk = data as Buffer;
+    let offset = 0;
+    while (offset < chunk.length) {
+      const n = Math.min(frameBytes - filled, chunk.length - offset);
+      chunk.copy(frame, filled, offset, offset + n);
+      filled += n;
+      offset += n;
+      if (filled === frameBytes) {
+        yield frame;
+        frame = Buffer.allocUnsafe(frameBytes);
+        filled = 0;
+      }
+    }
+  }
+}
+
+/** Writes one frame, waiting for the encoder to drain when its pipe is full. */
+export async function writeFrame(stdin: Writable, frame: Buffer, encoderExited: Promise<unknown>): Promise<boolean> {
+  if (stdin.write(frame)) return true;
+  const drained = once(stdin, "drain").then(() => true);
+  return Promise.race([drained, encoderExited.then(() => false)]);
+}
