@@ -1,6 +1,16 @@
-import { adminService } from "./auth/handlers.js";
+import path from "node:path";
+import { accountService, adminService } from "./auth/handlers.js";
 import { AuthService } from "./auth/service.js";
 import type { Config } from "./config.js";
+import { faceSwapServices } from "./faceswap/handlers.js";
+import { JobRunner } from "./faceswap/job-runner.js";
+import { createFaceDetector, createRenderer } from "./faceswap/render/index.js";
+import type { Renderer } from "./faceswap/renderer.js";
+import { FaceSwapService } from "./faceswap/service.js";
+import { SourceResolver } from "./faceswap/sources.js";
+import { LocalBlobStore } from "./platform/blobs/local-blob-store.js";
+import { UrlSigner } from "./platform/blobs/signed-urls.js";
+import { sharedSigningSecret } from "./platform/blobs/signing-secret.js";
 import { NamespaceCache } from "./namespaces/cache.js";
 import { namespaceService } from "./namespaces/handlers.js";
 import { isNamespaceToken } from "./namespaces/rules.js";
@@ -19,8 +29,9 @@ import { Dispatcher } from "./webhooks/dispatcher.js";
 import { webhookService } from "./webhooks/handlers.js";
 import { WebhookHttpClient } from "./webhooks/outbound.js";
 import { WebhookService } from "./webhooks/service.js";
-import { SsrfGuard } from "./webhooks/ssrf.js";
+import { SsrfGuard } from "./platform/ssrf.js";
 import { startGrpcServer, type GrpcServer } from "./transport/grpc/server.js";
+import { blobRoutes } from "./transport/http/blob-routes.js";
 import { startHttpServer, type HttpServer } from "./transport/http/server.js";
 import { Transcoder } from "./transport/http/transcoder.js";
 import { Router } from "./transport/router.js";
@@ -53,9 +64,17 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
   let sweeper: ExpirySweeper | undefined;
   let namespaceCache: NamespaceCache | undefined;
   let dispatcher: Dispatcher | undefined;
+  let jobs: JobRunner | undefined;
+  let renderer: Renderer | undefined;
+  let sources: SourceResolver | undefined;
   let serving = false;
 
+  const publicUrl = () => config.publicUrl ?? `http://localhost:${http?.port ?? config.httpPort}`;
+
   const closeStorage = async () => {
+    await jobs?.stop();
+    await renderer?.close();
+    await sources?.close();
     await dispatcher?.stop();
     await sweeper?.stop();
     await namespaceCache?.stopChecks();
@@ -82,25 +101,57 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
       config.webhooks,
     );
     const webhooks = new WebhookService(db, guard, dispatcher);
+
+    const blobs = new LocalBlobStore(path.join(config.dataDir, "blobs"));
+    const signer = new UrlSigner(config.blobs.signingSecret ?? (await sharedSigningSecret(db)), () => publicUrl());
+    sources = new SourceResolver(blobs, guard, {
+      videoBytes: config.blobs.maxVideoBytes,
+      imageBytes: config.blobs.maxImageBytes,
+      fetchTimeoutMs: config.faceswap.fetchTimeoutMs,
+    });
+    const faceSwap = new FaceSwapService(db, blobs, signer, sources, notifications, webhooks, {
+      videoBytes: config.blobs.maxVideoBytes,
+      imageBytes: config.blobs.maxImageBytes,
+      audioBytes: config.blobs.maxAudioBytes,
+    });
+    renderer = createRenderer({ workers: config.faceswap.renderThreads, logger });
+    jobs = new JobRunner(
+      db,
+      blobs,
+      renderer,
+      createFaceDetector({ workers: config.faceswap.renderThreads, logger }),
+      notifications,
+      webhooks,
+      logger,
+      config.faceswap,
+    );
     await notifications.start();
     await auth.bootstrap(config.adminToken);
     sweeper.start();
     namespaceCache.startChecks(config.cacheCheckMs);
     dispatcher.start();
+    jobs.start();
 
     const authenticate: Authenticator = (credential) =>
       credential && isNamespaceToken(credential.token)
         ? namespaces.principalOfToken(credential.token)
         : auth.authenticate(credential);
     const router = new Router(
-      [adminService(auth), namespaceService(namespaces), registryService(registry), webhookService(webhooks)],
+      [
+        adminService(auth),
+        accountService(auth),
+        namespaceService(namespaces),
+        registryService(registry),
+        webhookService(webhooks),
+        ...faceSwapServices(faceSwap),
+      ],
       authenticate,
       logger,
     );
     grpc = await startGrpcServer(router, config.host, config.grpcPort);
     http = await startHttpServer(
       new Transcoder(router),
-      [dashboardRoutes(authenticate)],
+      [dashboardRoutes(authenticate), blobRoutes(blobs, signer, logger)],
       config.host,
       config.httpPort,
       logger,

@@ -25,6 +25,34 @@ export interface Config {
   expirySweepMs: number;
   /** How often each replica compares its namespace cache with the database (for lost notices). */
   cacheCheckMs: number;
+  /**
+   * The base URL clients reach the HTTP server at, used in signed upload and download URLs; default
+   * http://localhost:<HTTP port>.
+   */
+  publicUrl: string | undefined;
+  blobs: {
+    /** Uploads and outputs go to this S3-compatible bucket when set; else to DATA_DIR/blobs. */
+    s3: S3Config | undefined;
+    /** Key of the signed blob URLs; default a random one kept in the database (shared by replicas). */
+    signingSecret: string | undefined;
+    maxVideoBytes: number;
+    maxImageBytes: number;
+    maxAudioBytes: number;
+  };
+  faceswap: {
+    /** Jobs one replica renders at once. */
+    concurrency: number;
+    /** Worker threads of one replica's renderer. */
+    renderThreads: number;
+    /** A job whose worker stops renewing its lease for this long is claimed again. */
+    leaseMs: number;
+    /** Claims of one job before it ends in error (worker_lost). */
+    maxAttempts: number;
+    /** How often idle workers look for jobs whose lease ran out. */
+    pollMs: number;
+    /** Bound on fetching an input given as a URL. */
+    fetchTimeoutMs: number;
+  };
   webhooks: {
     /** Let webhooks target private and loopback addresses (local setups and tests only). */
     allowPrivate: boolean;
@@ -37,6 +65,16 @@ export interface Config {
     /** Newest delivery attempts kept per webhook. */
     historyLimit: number;
   };
+}
+
+export interface S3Config {
+  bucket: string;
+  region: string;
+  /** For S3-compatible servers (MinIO, R2, ...); default AWS. */
+  endpoint: string | undefined;
+  forcePathStyle: boolean;
+  /** Prefix of every key in the bucket. */
+  prefix: string;
 }
 
 const LOG_LEVELS: readonly LogLevel[] = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
@@ -89,6 +127,24 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     problems.push(`LOG_LEVEL: must be one of ${LOG_LEVELS.join(", ")}, got "${env.LOG_LEVEL}"`);
   }
 
+  const publicUrl = env.PUBLIC_URL ? env.PUBLIC_URL.replace(/\/+$/, "") : undefined;
+  if (publicUrl !== undefined && !/^https?:\/\/[^/?#]+(\/[^?#]*)?$/.test(publicUrl)) {
+    problems.push(`PUBLIC_URL: must be an http(s) URL without query, e.g. https://api.example.com`);
+  }
+  const signingSecret = env.BLOB_SIGNING_SECRET || undefined;
+  if (signingSecret !== undefined && signingSecret.length < 32) problems.push(`BLOB_SIGNING_SECRET: must be at least 32 characters`);
+  const s3Endpoint = env.S3_ENDPOINT || undefined;
+  if (s3Endpoint !== undefined && !/^https?:\/\//.test(s3Endpoint)) problems.push(`S3_ENDPOINT: must be an http(s) URL`);
+  const s3: S3Config | undefined = env.S3_BUCKET
+    ? {
+        bucket: env.S3_BUCKET,
+        region: env.S3_REGION || "us-east-1",
+        endpoint: s3Endpoint,
+        forcePathStyle: bool("S3_FORCE_PATH_STYLE", s3Endpoint !== undefined),
+        prefix: (env.S3_PREFIX ?? "").replace(/^\/+|\/+$/g, ""),
+      }
+    : undefined;
+
   const config: Config = {
     grpcPort: int("GRPC_PORT", 50051, 0, 65535),
     httpPort: int("HTTP_PORT", 8080, 0, 65535),
@@ -101,6 +157,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownGraceMs: int("SHUTDOWN_GRACE_MS", 10_000, 0, 600_000),
     expirySweepMs: int("INSTANCE_EXPIRY_SWEEP_MS", 500, 50, 60_000),
     cacheCheckMs: int("CACHE_CHECK_MS", 5_000, 100, 3_600_000),
+    publicUrl,
+    blobs: {
+      s3,
+      signingSecret,
+      maxVideoBytes: int("UPLOAD_MAX_VIDEO_BYTES", 2 * 1024 ** 3, 1, Number.MAX_SAFE_INTEGER),
+      maxImageBytes: int("UPLOAD_MAX_IMAGE_BYTES", 20 * 1024 ** 2, 1, Number.MAX_SAFE_INTEGER),
+      maxAudioBytes: int("UPLOAD_MAX_AUDIO_BYTES", 200 * 1024 ** 2, 1, Number.MAX_SAFE_INTEGER),
+    },
+    faceswap: {
+      concurrency: int("RENDER_CONCURRENCY", 1, 0, 64),
+      renderThreads: int("RENDER_THREADS", 2, 1, 64),
+      leaseMs: int("JOB_LEASE_MS", 30_000, 500, 3_600_000),
+      maxAttempts: int("JOB_MAX_ATTEMPTS", 3, 1, 100),
+      pollMs: int("JOB_POLL_MS", 2_000, 50, 600_000),
+      fetchTimeoutMs: int("SOURCE_FETCH_TIMEOUT_MS", 120_000, 100, 3_600_000),
+    },
     webhooks: {
       allowPrivate: bool("WEBHOOK_ALLOW_PRIVATE", false),
       timeoutMs: int("WEBHOOK_TIMEOUT_MS", 10_000, 100, 120_000),

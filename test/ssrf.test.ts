@@ -11,7 +11,7 @@ import {
   type LookupFn,
   type ResolvedAddress,
   type UrlProblem,
-} from "../src/webhooks/ssrf.js";
+} from "../src/platform/ssrf.js";
 
 // DNS here knows only /etc/hosts, so names under .test answer from this table and the rest
 // (localhost, runsc, vm, nonexistent.invalid) go to the real resolver.

@@ -1,7 +1,8 @@
-import { AdminServiceService, type Account, type ApiKey } from "../../gen/auth/v1/admin_service.js";
-import type { AccountRow, ApiKeyRow } from "../platform/db/schema.js";
+import { AccountServiceService, AdminServiceService, type Account, type ApiKey } from "../../gen/auth/v1/admin_service.js";
+import type { ApiKeyRow } from "../platform/db/schema.js";
 import { defineService } from "../transport/call.js";
 import { pageOf } from "../platform/paging.js";
+import type { AccountView } from "./repository.js";
 import type { AuthService } from "./service.js";
 
 export function adminService(auth: AuthService) {
@@ -24,11 +25,32 @@ export function adminService(auth: AuthService) {
     }),
 
     revokeApiKey: async (request) => ({ apiKey: toApiKey(await auth.revokeApiKey(request.keyId)) }),
+
+    setAccountPlan: async (request) => ({ account: toAccount(await auth.setPlan(request.accountId, request.plan)) }),
+
+    grantCredits: async (request) => ({
+      account: toAccount(await auth.grantCredits(request.accountId, request.amount, request.reason)),
+    }),
   });
 }
 
-function toAccount(row: AccountRow): Account {
-  return { id: row.id, name: row.name, groupIds: row.group_ids, createTime: row.created_at };
+/** Any API key may read its own account (plan and credits). */
+export function accountService(auth: AuthService) {
+  return defineService(AccountServiceService, "authenticated", {
+    getAccount: async (_request, ctx) => ({ account: toAccount(await auth.getAccount(ctx.principal.accountId)) }),
+  });
+}
+
+function toAccount(row: AccountView): Account {
+  return {
+    id: row.id,
+    name: row.name,
+    groupIds: row.group_ids,
+    createTime: row.created_at,
+    plan: row.plan,
+    creditBalance: row.credit_balance,
+    creditsReserved: row.credits_reserved,
+  };
 }
 
 function toApiKey(row: ApiKeyRow): ApiKey {

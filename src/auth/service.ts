@@ -2,18 +2,21 @@ import { sql } from "kysely";
 import { isScope, type Authenticator, type Principal, type Scope } from "../platform/auth.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
-import type { AccountRow, ApiKeyRow } from "../platform/db/schema.js";
+import type { ApiKeyRow } from "../platform/db/schema.js";
 import { invalidArgument, notFound, unauthenticated, Violations } from "../platform/errors.js";
 import { isUuid } from "../platform/ids.js";
 import type { Logger } from "../platform/logger.js";
 import { generateApiKey, hashApiKey, keyPrefix } from "./keys.js";
 import * as repo from "./repository.js";
+import type { AccountView } from "./repository.js";
+import { isPlan, PLANS } from "../faceswap/rules.js";
 
 const CHANNEL = "api_keys";
 /** A cached key is re-read at least this often, even if a change notice were lost. */
 const CACHE_TTL_MS = 60_000;
 const MAX_NAME = 200;
 const MAX_GROUPS = 100;
+const MAX_GRANT = 1_000_000_000;
 
 interface CachedKey {
   principal: Principal;
@@ -105,7 +108,7 @@ export class AuthService {
     });
   }
 
-  async createAccount(name: string, groupIds: string[]): Promise<AccountRow> {
+  async createAccount(name: string, groupIds: string[]): Promise<AccountView> {
     const violations = new Violations();
     checkName(violations, "name", name);
     if (groupIds.length > MAX_GROUPS) violations.add("group_ids", `at most ${MAX_GROUPS} groups`);
@@ -149,6 +152,34 @@ export class AuthService {
       expiresAt: expireTime ?? null,
     });
     return { row, key };
+  }
+
+  async getAccount(accountId: string): Promise<AccountView> {
+    const account = isUuid(accountId) ? await repo.findAccount(this.db, accountId) : undefined;
+    if (!account) throw notFound(`account ${accountId}`, "ACCOUNT_NOT_FOUND");
+    return account;
+  }
+
+  async setPlan(accountId: string, plan: string): Promise<AccountView> {
+    const violations = new Violations();
+    if (!isUuid(accountId)) violations.add("account_id", "must be an account id (a UUID)");
+    if (!isPlan(plan)) violations.add("plan", `must be one of ${PLANS.join(", ")}`);
+    violations.throwIfAny();
+    if (!(await repo.setPlan(this.db, accountId, plan as never))) throw notFound(`account ${accountId}`, "ACCOUNT_NOT_FOUND");
+    return this.getAccount(accountId);
+  }
+
+  async grantCredits(accountId: string, amount: number, reason: string): Promise<AccountView> {
+    const violations = new Violations();
+    if (!isUuid(accountId)) violations.add("account_id", "must be an account id (a UUID)");
+    if (!Number.isSafeInteger(amount) || amount === 0 || Math.abs(amount) > MAX_GRANT) {
+      violations.add("amount", `must be a non-zero integer from -${MAX_GRANT} to ${MAX_GRANT}`);
+    }
+    if (reason.length > MAX_NAME) violations.add("reason", `must be at most ${MAX_NAME} characters`);
+    violations.throwIfAny();
+    const found = await this.db.transaction().execute((tx) => repo.grantCredits(tx, accountId, amount, reason || "granted by an admin"));
+    if (!found) throw notFound(`account ${accountId}`, "ACCOUNT_NOT_FOUND");
+    return this.getAccount(accountId);
   }
 
   async listApiKeys(accountId: string | undefined): Promise<ApiKeyRow[]> {

@@ -1,5 +1,13 @@
 import * as adminMessages from "../../gen/auth/v1/admin_service.js";
-import { AdminServiceService } from "../../gen/auth/v1/admin_service.js";
+import { AccountServiceService, AdminServiceService } from "../../gen/auth/v1/admin_service.js";
+import * as faceDetectionMessages from "../../gen/faceswap/v1/face_detection_service.js";
+import { FaceDetectionServiceService } from "../../gen/faceswap/v1/face_detection_service.js";
+import * as faceSwapMessages from "../../gen/faceswap/v1/face_swap_service.js";
+import { FaceSwapServiceService } from "../../gen/faceswap/v1/face_swap_service.js";
+import * as filesMessages from "../../gen/faceswap/v1/files_service.js";
+import { FilesServiceService } from "../../gen/faceswap/v1/files_service.js";
+import * as videoProjectMessages from "../../gen/faceswap/v1/video_projects_service.js";
+import { VideoProjectsServiceService } from "../../gen/faceswap/v1/video_projects_service.js";
 import * as namespaceMessages from "../../gen/v1/namespace_service.js";
 import { NamespaceServiceService } from "../../gen/v1/namespace_service.js";
 import * as registryMessages from "../../gen/v1/registry_service.js";
@@ -17,6 +25,11 @@ export interface AtriumClient {
   registry: PromiseClient<typeof RegistryServiceService>;
   webhooks: PromiseClient<typeof WebhookServiceService>;
   admin: PromiseClient<typeof AdminServiceService>;
+  account: PromiseClient<typeof AccountServiceService>;
+  files: PromiseClient<typeof FilesServiceService>;
+  faceSwap: PromiseClient<typeof FaceSwapServiceService>;
+  videoProjects: PromiseClient<typeof VideoProjectsServiceService>;
+  faceDetection: PromiseClient<typeof FaceDetectionServiceService>;
   close(): void;
 }
 
@@ -26,16 +39,24 @@ export function createClient(options: ConnectOptions): AtriumClient {
   const registry = promiseClient(RegistryServiceService, registryMessages, options);
   const webhooks = promiseClient(WebhookServiceService, webhookMessages, options);
   const admin = promiseClient(AdminServiceService, adminMessages, options);
+  const account = promiseClient(AccountServiceService, adminMessages, options);
+  const files = promiseClient(FilesServiceService, filesMessages, options);
+  const faceSwap = promiseClient(FaceSwapServiceService, faceSwapMessages, options);
+  const videoProjects = promiseClient(VideoProjectsServiceService, videoProjectMessages, options);
+  const faceDetection = promiseClient(FaceDetectionServiceService, faceDetectionMessages, options);
+  const all = [namespaces, registry, webhooks, admin, account, files, faceSwap, videoProjects, faceDetection];
   return {
     namespaces,
     registry,
     webhooks,
     admin,
+    account,
+    files,
+    faceSwap,
+    videoProjects,
+    faceDetection,
     close: () => {
-      namespaces.close();
-      registry.close();
-      webhooks.close();
-      admin.close();
+      for (const client of all) client.close();
     },
   };
 }

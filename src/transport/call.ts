@@ -24,9 +24,12 @@ type HandlersOf<S extends ServiceDefinition> = {
 };
 
 /** One gRPC service (ts-proto's grpc-js definition) with its handlers and the scope they need. */
+/** A scope, or "authenticated": any API key (not a namespace token) may call it. */
+export type RequiredScope = Scope | "authenticated";
+
 export interface ServiceImplementation<S extends ServiceDefinition = ServiceDefinition> {
   definition: S;
-  scope: Scope;
+  scope: RequiredScope;
   /** Methods that need another scope than the service's, by handler key. */
   methodScopes: Partial<Record<keyof S, Scope>>;
   /** Whether a namespace's token may call it (the handlers then confine it to its namespace). */
@@ -36,7 +39,7 @@ export interface ServiceImplementation<S extends ServiceDefinition = ServiceDefi
 
 export function defineService<S extends ServiceDefinition>(
   definition: S,
-  scope: Scope,
+  scope: RequiredScope,
   handlers: HandlersOf<S>,
   {
     acceptsNamespaceTokens = false,

@@ -1,8 +1,8 @@
 import type { MethodDefinition } from "@grpc/grpc-js";
-import { hasScope, type Authenticator, type Principal, type Scope } from "../platform/auth.js";
+import { hasScope, type Authenticator, type Principal } from "../platform/auth.js";
 import { Code, permissionDenied, RpcError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
-import type { CallContext, CallResult, IncomingCall, ServiceImplementation, UnaryHandler } from "./call.js";
+import type { CallContext, CallResult, IncomingCall, RequiredScope, ServiceImplementation, UnaryHandler } from "./call.js";
 
 /** One unary method, ready to be invoked by either transport. */
 export interface RoutedMethod {
@@ -46,7 +46,7 @@ export class Router {
 
   private async invoke(
     path: string,
-    scope: Scope,
+    scope: RequiredScope,
     service: ServiceImplementation,
     handler: UnaryHandler<unknown, unknown>,
     request: unknown,
@@ -71,7 +71,7 @@ export class Router {
         if (!service.acceptsNamespaceTokens) {
           throw permissionDenied(`${path} does not accept namespace tokens; use an API key`, "NAMESPACE_TOKEN_NOT_ALLOWED");
         }
-      } else if (!hasScope(principal, scope)) {
+      } else if (scope !== "authenticated" && !hasScope(principal, scope)) {
         throw permissionDenied(`this API key lacks the "${scope}" scope`, "MISSING_SCOPE");
       }
       const ctx: CallContext = {

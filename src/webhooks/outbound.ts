@@ -1,5 +1,5 @@
 import { Agent } from "undici";
-import { checkUrlSyntax, SsrfBlockedError, type SsrfGuard } from "./ssrf.js";
+import { checkUrlSyntax, SsrfBlockedError, type SsrfGuard } from "../platform/ssrf.js";
 
 export interface WebhookHttpClientOptions {
   guard: SsrfGuard;

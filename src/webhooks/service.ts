@@ -8,7 +8,7 @@ import type { Dispatcher } from "./dispatcher.js";
 import { EVENT_NAME } from "./events.js";
 import * as repo from "./repository.js";
 import { generateSecret } from "./signature.js";
-import type { SsrfGuard, UrlProblem } from "./ssrf.js";
+import type { SsrfGuard, UrlProblem } from "../platform/ssrf.js";
 
 const MAX_EVENTS = 64;
 const MAX_DESCRIPTION = 1_000;
@@ -150,6 +150,17 @@ export class WebhookService {
     });
     if (result.deliveries > 0) this.dispatcher.wakeAll();
     return result;
+  }
+
+  /** An event of another capability (EventSink), written inside that capability's transaction `db`. */
+  async emit(db: Db, accountId: string, event: string, data: Record<string, unknown>): Promise<void> {
+    const occurredAt = new Date();
+    await repo.insertEventWithDeliveries(db, { accountId, name: event, body: eventBody(event, occurredAt, data), occurredAt });
+  }
+
+  /** Wakes the dispatchers after emitted events committed. */
+  wake(): void {
+    this.dispatcher.wakeAll();
   }
 
   private async checkUrl(url: string): Promise<void> {

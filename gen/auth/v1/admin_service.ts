@@ -29,7 +29,15 @@ export interface Account {
   name: string;
   /** Groups the account belongs to (namespace grants may name groups). */
   groupIds: string[];
-  createTime: Date | undefined;
+  createTime:
+    | Date
+    | undefined;
+  /** Face swap plan: `free` (output capped at 576 px on the long side), `pro` (1080) or `business` (2160). */
+  plan: string;
+  /** Face swap credits available; one rendered frame costs one credit. */
+  creditBalance: number;
+  /** Credits reserved by queued and rendering jobs (already taken from the balance). */
+  creditsReserved: number;
 }
 
 /** One of: admin, namespaces, webhooks, faceswap, events:publish. */
@@ -108,8 +116,37 @@ export interface RevokeApiKeyResponse {
   apiKey: ApiKey | undefined;
 }
 
+export interface SetAccountPlanRequest {
+  accountId: string;
+  /** free, pro or business. */
+  plan: string;
+}
+
+export interface SetAccountPlanResponse {
+  account: Account | undefined;
+}
+
+export interface GrantCreditsRequest {
+  accountId: string;
+  /** Non-zero; at most 1,000,000,000 either way. */
+  amount: number;
+  /** Why, kept in the account's credit ledger (up to 200 characters). */
+  reason: string;
+}
+
+export interface GrantCreditsResponse {
+  account: Account | undefined;
+}
+
+export interface GetAccountRequest {
+}
+
+export interface GetAccountResponse {
+  account: Account | undefined;
+}
+
 function createBaseAccount(): Account {
-  return { id: "", name: "", groupIds: [], createTime: undefined };
+  return { id: "", name: "", groupIds: [], createTime: undefined, plan: "", creditBalance: 0, creditsReserved: 0 };
 }
 
 export const Account: MessageFns<Account> = {
@@ -125,6 +162,15 @@ export const Account: MessageFns<Account> = {
     }
     if (message.createTime !== undefined) {
       Timestamp.encode(toTimestamp(message.createTime), writer.uint32(34).fork()).join();
+    }
+    if (message.plan !== "") {
+      writer.uint32(42).string(message.plan);
+    }
+    if (message.creditBalance !== 0) {
+      writer.uint32(48).int64(message.creditBalance);
+    }
+    if (message.creditsReserved !== 0) {
+      writer.uint32(56).int64(message.creditsReserved);
     }
     return writer;
   },
@@ -174,6 +220,30 @@ export const Account: MessageFns<Account> = {
             message.createTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.plan = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.creditBalance = longToNumber(reader.int64());
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.creditsReserved = longToNumber(reader.int64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -195,6 +265,9 @@ export const Account: MessageFns<Account> = {
     message.name = object.name ?? "";
     message.groupIds = object.groupIds?.map((e) => e) || [];
     message.createTime = object.createTime ?? undefined;
+    message.plan = object.plan ?? "";
+    message.creditBalance = object.creditBalance ?? 0;
+    message.creditsReserved = object.creditsReserved ?? 0;
     return message;
   },
 };
@@ -987,6 +1060,366 @@ export const RevokeApiKeyResponse: MessageFns<RevokeApiKeyResponse> = {
   },
 };
 
+function createBaseSetAccountPlanRequest(): SetAccountPlanRequest {
+  return { accountId: "", plan: "" };
+}
+
+export const SetAccountPlanRequest: MessageFns<SetAccountPlanRequest> = {
+  encode(message: SetAccountPlanRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.accountId !== "") {
+      writer.uint32(10).string(message.accountId);
+    }
+    if (message.plan !== "") {
+      writer.uint32(18).string(message.plan);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetAccountPlanRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetAccountPlanRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.accountId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.plan = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<SetAccountPlanRequest>, I>>(base?: I): SetAccountPlanRequest {
+    return SetAccountPlanRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetAccountPlanRequest>, I>>(object: I): SetAccountPlanRequest {
+    const message = createBaseSetAccountPlanRequest();
+    message.accountId = object.accountId ?? "";
+    message.plan = object.plan ?? "";
+    return message;
+  },
+};
+
+function createBaseSetAccountPlanResponse(): SetAccountPlanResponse {
+  return { account: undefined };
+}
+
+export const SetAccountPlanResponse: MessageFns<SetAccountPlanResponse> = {
+  encode(message: SetAccountPlanResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.account !== undefined) {
+      Account.encode(message.account, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetAccountPlanResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetAccountPlanResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.account = Account.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<SetAccountPlanResponse>, I>>(base?: I): SetAccountPlanResponse {
+    return SetAccountPlanResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetAccountPlanResponse>, I>>(object: I): SetAccountPlanResponse {
+    const message = createBaseSetAccountPlanResponse();
+    message.account = (object.account !== undefined && object.account !== null)
+      ? Account.fromPartial(object.account)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseGrantCreditsRequest(): GrantCreditsRequest {
+  return { accountId: "", amount: 0, reason: "" };
+}
+
+export const GrantCreditsRequest: MessageFns<GrantCreditsRequest> = {
+  encode(message: GrantCreditsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.accountId !== "") {
+      writer.uint32(10).string(message.accountId);
+    }
+    if (message.amount !== 0) {
+      writer.uint32(16).int64(message.amount);
+    }
+    if (message.reason !== "") {
+      writer.uint32(26).string(message.reason);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GrantCreditsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGrantCreditsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.accountId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.amount = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<GrantCreditsRequest>, I>>(base?: I): GrantCreditsRequest {
+    return GrantCreditsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GrantCreditsRequest>, I>>(object: I): GrantCreditsRequest {
+    const message = createBaseGrantCreditsRequest();
+    message.accountId = object.accountId ?? "";
+    message.amount = object.amount ?? 0;
+    message.reason = object.reason ?? "";
+    return message;
+  },
+};
+
+function createBaseGrantCreditsResponse(): GrantCreditsResponse {
+  return { account: undefined };
+}
+
+export const GrantCreditsResponse: MessageFns<GrantCreditsResponse> = {
+  encode(message: GrantCreditsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.account !== undefined) {
+      Account.encode(message.account, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GrantCreditsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGrantCreditsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.account = Account.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<GrantCreditsResponse>, I>>(base?: I): GrantCreditsResponse {
+    return GrantCreditsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GrantCreditsResponse>, I>>(object: I): GrantCreditsResponse {
+    const message = createBaseGrantCreditsResponse();
+    message.account = (object.account !== undefined && object.account !== null)
+      ? Account.fromPartial(object.account)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseGetAccountRequest(): GetAccountRequest {
+  return {};
+}
+
+export const GetAccountRequest: MessageFns<GetAccountRequest> = {
+  encode(_: GetAccountRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetAccountRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetAccountRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<GetAccountRequest>, I>>(base?: I): GetAccountRequest {
+    return GetAccountRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetAccountRequest>, I>>(_: I): GetAccountRequest {
+    const message = createBaseGetAccountRequest();
+    return message;
+  },
+};
+
+function createBaseGetAccountResponse(): GetAccountResponse {
+  return { account: undefined };
+}
+
+export const GetAccountResponse: MessageFns<GetAccountResponse> = {
+  encode(message: GetAccountResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.account !== undefined) {
+      Account.encode(message.account, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetAccountResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetAccountResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.account = Account.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<GetAccountResponse>, I>>(base?: I): GetAccountResponse {
+    return GetAccountResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetAccountResponse>, I>>(object: I): GetAccountResponse {
+    const message = createBaseGetAccountResponse();
+    message.account = (object.account !== undefined && object.account !== null)
+      ? Account.fromPartial(object.account)
+      : undefined;
+    return message;
+  },
+};
+
 /** Accounts and their API keys. Every method needs an API key with the `admin` scope. */
 export type AdminServiceService = typeof AdminServiceService;
 export const AdminServiceService = {
@@ -1044,6 +1477,29 @@ export const AdminServiceService = {
       Buffer.from(RevokeApiKeyResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RevokeApiKeyResponse => RevokeApiKeyResponse.decode(value),
   },
+  /** Sets an account's face swap plan, which caps the output resolution. */
+  setAccountPlan: {
+    path: "/auth.v1.AdminService/SetAccountPlan" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SetAccountPlanRequest): Buffer =>
+      Buffer.from(SetAccountPlanRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SetAccountPlanRequest => SetAccountPlanRequest.decode(value),
+    responseSerialize: (value: SetAccountPlanResponse): Buffer =>
+      Buffer.from(SetAccountPlanResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SetAccountPlanResponse => SetAccountPlanResponse.decode(value),
+  },
+  /** Adds credits to an account's balance (a negative amount takes them away, never below zero). */
+  grantCredits: {
+    path: "/auth.v1.AdminService/GrantCredits" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GrantCreditsRequest): Buffer => Buffer.from(GrantCreditsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GrantCreditsRequest => GrantCreditsRequest.decode(value),
+    responseSerialize: (value: GrantCreditsResponse): Buffer =>
+      Buffer.from(GrantCreditsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GrantCreditsResponse => GrantCreditsResponse.decode(value),
+  },
 } as const;
 
 export interface AdminServiceServer extends UntypedServiceImplementation {
@@ -1057,6 +1513,10 @@ export interface AdminServiceServer extends UntypedServiceImplementation {
   listApiKeys: handleUnaryCall<ListApiKeysRequest, ListApiKeysResponse>;
   /** Revokes an API key; it stops working at once on every replica. */
   revokeApiKey: handleUnaryCall<RevokeApiKeyRequest, RevokeApiKeyResponse>;
+  /** Sets an account's face swap plan, which caps the output resolution. */
+  setAccountPlan: handleUnaryCall<SetAccountPlanRequest, SetAccountPlanResponse>;
+  /** Adds credits to an account's balance (a negative amount takes them away, never below zero). */
+  grantCredits: handleUnaryCall<GrantCreditsRequest, GrantCreditsResponse>;
 }
 
 export interface AdminServiceClient extends Client {
@@ -1140,6 +1600,38 @@ export interface AdminServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RevokeApiKeyResponse) => void,
   ): ClientUnaryCall;
+  /** Sets an account's face swap plan, which caps the output resolution. */
+  setAccountPlan(
+    request: SetAccountPlanRequest,
+    callback: (error: ServiceError | null, response: SetAccountPlanResponse) => void,
+  ): ClientUnaryCall;
+  setAccountPlan(
+    request: SetAccountPlanRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SetAccountPlanResponse) => void,
+  ): ClientUnaryCall;
+  setAccountPlan(
+    request: SetAccountPlanRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SetAccountPlanResponse) => void,
+  ): ClientUnaryCall;
+  /** Adds credits to an account's balance (a negative amount takes them away, never below zero). */
+  grantCredits(
+    request: GrantCreditsRequest,
+    callback: (error: ServiceError | null, response: GrantCreditsResponse) => void,
+  ): ClientUnaryCall;
+  grantCredits(
+    request: GrantCreditsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GrantCreditsResponse) => void,
+  ): ClientUnaryCall;
+  grantCredits(
+    request: GrantCreditsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GrantCreditsResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const AdminServiceClient = makeGenericClientConstructor(
@@ -1148,6 +1640,54 @@ export const AdminServiceClient = makeGenericClientConstructor(
 ) as unknown as {
   new (address: string, credentials: ChannelCredentials, options?: Partial<ClientOptions>): AdminServiceClient;
   service: typeof AdminServiceService;
+  serviceName: string;
+};
+
+/** What any API key may read about its own account. */
+export type AccountServiceService = typeof AccountServiceService;
+export const AccountServiceService = {
+  /** The caller's account: plan and credit balance. */
+  getAccount: {
+    path: "/auth.v1.AccountService/GetAccount" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetAccountRequest): Buffer => Buffer.from(GetAccountRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetAccountRequest => GetAccountRequest.decode(value),
+    responseSerialize: (value: GetAccountResponse): Buffer => Buffer.from(GetAccountResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetAccountResponse => GetAccountResponse.decode(value),
+  },
+} as const;
+
+export interface AccountServiceServer extends UntypedServiceImplementation {
+  /** The caller's account: plan and credit balance. */
+  getAccount: handleUnaryCall<GetAccountRequest, GetAccountResponse>;
+}
+
+export interface AccountServiceClient extends Client {
+  /** The caller's account: plan and credit balance. */
+  getAccount(
+    request: GetAccountRequest,
+    callback: (error: ServiceError | null, response: GetAccountResponse) => void,
+  ): ClientUnaryCall;
+  getAccount(
+    request: GetAccountRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetAccountResponse) => void,
+  ): ClientUnaryCall;
+  getAccount(
+    request: GetAccountRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetAccountResponse) => void,
+  ): ClientUnaryCall;
+}
+
+export const AccountServiceClient = makeGenericClientConstructor(
+  AccountServiceService,
+  "auth.v1.AccountService",
+) as unknown as {
+  new (address: string, credentials: ChannelCredentials, options?: Partial<ClientOptions>): AccountServiceClient;
+  service: typeof AccountServiceService;
   serviceName: string;
 };
 
@@ -1173,6 +1713,17 @@ function fromTimestamp(t: Timestamp): Date {
   let millis = (t.seconds || 0) * 1_000;
   millis += (t.nanos || 0) / 1_000_000;
   return new globalThis.Date(millis);
+}
+
+function longToNumber(int64: { toString(): string }): number {
+  const num = globalThis.Number(int64.toString());
+  if (num > globalThis.Number.MAX_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
+  }
+  if (num < globalThis.Number.MIN_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
+  }
+  return num;
 }
 
 export interface MessageFns<T> {

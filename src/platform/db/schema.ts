@@ -9,7 +9,11 @@ export interface AccountsTable {
   name: string;
   group_ids: ColumnType<string[], string[] | undefined, string[]>;
   created_at: Timestamp;
+  plan: ColumnType<Plan, Plan | undefined, Plan>;
+  credit_balance: ColumnType<number, number | undefined, number>;
 }
+
+export type Plan = "free" | "pro" | "business";
 
 export interface ApiKeysTable {
   id: Generated<string>;
@@ -122,6 +126,65 @@ export interface WebhookAttemptsTable {
   created_at: Timestamp;
 }
 
+export type JobType = "FACE_SWAP" | "FACE_DETECTION";
+export type JobStatus = "queued" | "rendering" | "complete" | "error" | "canceled";
+
+/** The validated inputs of a job; a source is a blob key (`api-assets/...`) or an http(s) URL. */
+export interface JobSpec {
+  video?: string;
+  mode?: "all-faces" | "individual-faces";
+  face?: string;
+  mappings?: { originalFace: string; newFace: string }[];
+  style?: "v1" | "v2";
+  /** Face detection: the video or image, and the confidence threshold. */
+  target?: string;
+  confidence?: number;
+}
+
+export interface FaceswapJobsTable {
+  id: Generated<string>;
+  account_id: string;
+  type: JobType;
+  name: string;
+  status: ColumnType<JobStatus, JobStatus | undefined, JobStatus>;
+  spec: ColumnType<JobSpec, string, string>;
+  start_seconds: ColumnType<number, number | undefined, number>;
+  end_seconds: ColumnType<number, number | undefined, number>;
+  width: ColumnType<number, number | undefined, number>;
+  height: ColumnType<number, number | undefined, number>;
+  fps: ColumnType<number, number | undefined, number>;
+  has_audio: ColumnType<boolean, boolean | undefined, boolean>;
+  frames_total: ColumnType<number, number | undefined, number>;
+  frames_rendered: ColumnType<number, number | undefined, number>;
+  credits_reserved: ColumnType<number, number | undefined, number>;
+  credits_charged: ColumnType<number, number | undefined, number>;
+  error_code: ColumnType<string | null, string | null | undefined, string | null>;
+  error_message: ColumnType<string | null, string | null | undefined, string | null>;
+  enabled: ColumnType<boolean, boolean | undefined, boolean>;
+  attempts: ColumnType<number, number | undefined, number>;
+  locked_by: ColumnType<string | null, string | null | undefined, string | null>;
+  locked_until: NullableTimestamp;
+  output_keys: ColumnType<string[], string[] | undefined, string[]>;
+  created_at: Timestamp;
+  started_at: NullableTimestamp;
+  finished_at: NullableTimestamp;
+}
+
+export interface CreditLedgerTable {
+  id: Generated<string>;
+  account_id: string;
+  job_id: string | null;
+  kind: "grant" | "reserve" | "settle";
+  amount: number;
+  reason: ColumnType<string, string | undefined, string>;
+  created_at: Timestamp;
+}
+
+export interface ServiceSecretsTable {
+  name: string;
+  value: string;
+}
+
 export interface Database {
   accounts: AccountsTable;
   api_keys: ApiKeysTable;
@@ -133,6 +196,9 @@ export interface Database {
   webhook_events: WebhookEventsTable;
   webhook_deliveries: WebhookDeliveriesTable;
   webhook_attempts: WebhookAttemptsTable;
+  faceswap_jobs: FaceswapJobsTable;
+  credit_ledger: CreditLedgerTable;
+  service_secrets: ServiceSecretsTable;
 }
 
 export type AccountRow = Selectable<AccountsTable>;
@@ -143,3 +209,4 @@ export type ServiceRow = Selectable<ServicesTable>;
 export type InstanceRow = Selectable<InstancesTable>;
 export type WebhookRow = Selectable<WebhooksTable>;
 export type WebhookAttemptRow = Selectable<WebhookAttemptsTable>;
+export type JobRow = Selectable<FaceswapJobsTable>;

@@ -23,7 +23,9 @@ export async function startHttpServer(
   logger: Logger,
   isServing: () => boolean,
 ): Promise<HttpServer> {
-  const server = http.createServer({ keepAliveTimeout: 5_000, requestTimeout: 60_000 }, (req, res) => {
+  // No bound on a whole request (a 2 GiB upload takes a while); headers must arrive within 60 s and a
+  // connection that goes quiet for 120 s is dropped, which still stops slow-loris clients.
+  const server = http.createServer({ keepAliveTimeout: 5_000, requestTimeout: 0, headersTimeout: 60_000 }, (req, res) => {
     const url = requestTarget(req.url);
     const requestId = requestIdOf(req.headers["x-request-id"]);
     route(req, res, url, requestId).catch((error: unknown) => {
@@ -58,6 +60,8 @@ export async function startHttpServer(
       { "x-request-id": requestId },
     );
   }
+
+  server.setTimeout(120_000, (socket) => socket.destroy());
 
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);

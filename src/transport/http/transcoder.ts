@@ -323,11 +323,31 @@ function encodeResponse(route: Route, response: unknown): JsonValue {
   const bytes = route.method.definition.responseSerialize(response);
   const message = fromBinary(route.output, bytes) as unknown as Record<string, unknown>;
   const options = { useProtoFieldName: true, alwaysEmitImplicit: true, registry };
-  if (route.responseBody === "") return toJson(route.output, message as never, options);
+  if (route.responseBody === "") return withNulls(route.output, toJson(route.output, message as never, options));
   const field = route.output.fields.find((f) => f.name === route.responseBody);
   if (!field || field.fieldKind !== "message") throw new Error(`bad response_body in ${route.method.path}`);
   const value = message[field.localName];
-  return value === undefined ? null : toJson(field.message, value as never, options);
+  return value === undefined ? null : withNulls(field.message, toJson(field.message, value as never, options));
+}
+
+/**
+ * Packages whose REST clients expect every message field present, `null` when unset: the Magic Hour
+ * SDK validates face swap responses with `.nullable()` fields, which reject a missing key. The other
+ * packages keep proto3 JSON, which omits unset message fields.
+ */
+const NULL_WHEN_UNSET = new Set(["faceswap.v1"]);
+
+function withNulls(desc: DescMessage, json: JsonValue): JsonValue {
+  if (!NULL_WHEN_UNSET.has(desc.file.proto.package) || !isObject(json)) return json;
+  for (const field of desc.fields) {
+    const value = json[field.name];
+    if (field.fieldKind === "message") {
+      json[field.name] = value === undefined ? null : withNulls(field.message, value);
+    } else if (field.fieldKind === "list" && field.listKind === "message" && Array.isArray(value)) {
+      json[field.name] = value.map((item) => withNulls(field.message, item));
+    }
+  }
+  return json;
 }
 
 /**

@@ -1,0 +1,227 @@
+import { sql } from "kysely";
+import type { Db } from "../platform/db/database.js";
+import type { JobRow, JobSpec, JobStatus, JobType } from "../platform/db/schema.js";
+
+export interface NewJob {
+  accountId: string;
+  type: JobType;
+  name: string;
+  spec: JobSpec;
+  startSeconds: number;
+  endSeconds: number;
+  width: number;
+  height: number;
+  fps: number;
+  hasAudio: boolean;
+  framesTotal: number;
+  credits: number;
+}
+
+/**
+ * Takes `amount` credits from the account if it has them; the new balance, or undefined (with the
+ * balance there is) when it falls short. Run inside the transaction that queues the job.
+ */
+export async function takeCredits(
+  db: Db,
+  accountId: string,
+  amount: number,
+): Promise<{ ok: true; balance: number } | { ok: false; balance: number }> {
+  const taken = await db
+    .updateTable("accounts")
+    .set({ credit_balance: sql`credit_balance - ${amount}` })
+    .where("id", "=", accountId)
+    .where("credit_balance", ">=", amount)
+    .returning("credit_balance")
+    .executeTakeFirst();
+  if (taken) return { ok: true, balance: taken.credit_balance };
+  const row = await db.selectFrom("accounts").select("credit_balance").where("id", "=", accountId).executeTakeFirst();
+  return { ok: false, balance: row?.credit_balance ?? 0 };
+}
+
+export async function insertJob(db: Db, job: NewJob): Promise<JobRow> {
+  return db
+    .insertInto("faceswap_jobs")
+    .values({
+      account_id: job.accountId,
+      type: job.type,
+      name: job.name,
+      spec: JSON.stringify(job.spec),
+      start_seconds: job.startSeconds,
+      end_seconds: job.endSeconds,
+      width: job.width,
+      height: job.height,
+      fps: job.fps,
+      has_audio: job.hasAudio,
+      frames_total: job.framesTotal,
+      credits_reserved: job.credits,
+      credits_charged: job.credits,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export async function insertLedgerEntry(
+  db: Db,
+  entry: { accountId: string; jobId: string | null; kind: "grant" | "reserve" | "settle"; amount: number; reason: string },
+): Promise<void> {
+  await db
+    .insertInto("credit_ledger")
+    .values({ account_id: entry.accountId, job_id: entry.jobId, kind: entry.kind, amount: entry.amount, reason: entry.reason })
+    .execute();
+}
+
+export async function findJob(db: Db, accountId: string, type: JobType, id: string): Promise<JobRow | undefined> {
+  return db
+    .selectFrom("faceswap_jobs")
+    .selectAll()
+    .where("id", "=", id)
+    .where("account_id", "=", accountId)
+    .where("type", "=", type)
+    .executeTakeFirst();
+}
+
+export interface JobCursor {
+  createdAt: Date;
+  id: string;
+}
+
+/** Newest first, keyset-paged on (created_at, id). */
+export async function listJobs(
+  db: Db,
+  accountId: string,
+  type: JobType,
+  after: JobCursor | undefined,
+  limit: number,
+): Promise<JobRow[]> {
+  let query = db
+    .selectFrom("faceswap_jobs")
+    .selectAll()
+    .where("account_id", "=", accountId)
+    .where("type", "=", type)
+    .orderBy("created_at", "desc")
+    .orderBy("id", "desc")
+    .limit(limit);
+  if (after) {
+    query = query.where(({ eb, refTuple, tuple }) =>
+      eb(refTuple("created_at", "id"), "<", tuple(after.createdAt, after.id)),
+    );
+  }
+  return query.execute();
+}
+
+/**
+ * Claims the oldest queued job, or a rendering one whose worker's lease ran out, for `leaseMs`.
+ * SKIP LOCKED lets every replica's workers claim at once without waiting on each other.
+ */
+export async function claimJob(db: Db, workerId: string, leaseMs: number): Promise<JobRow | undefined> {
+  const { rows } = await sql<JobRow>`
+    with next as (
+      select id from faceswap_jobs
+      where status = 'queued' or (status = 'rendering' and locked_until < now())
+      order by created_at
+      limit 1
+      for update skip locked
+    )
+    update faceswap_jobs j
+    set status = 'rendering', attempts = j.attempts + 1, locked_by = ${workerId},
+        locked_until = now() + ${leaseMs} * interval '1 millisecond', started_at = coalesce(j.started_at, now())
+    from next
+    where j.id = next.id
+    returning j.*`.execute(db);
+  return rows[0];
+}
+
+/** Extends the lease and records progress; false when the job is no longer this worker's (canceled, or re-claimed). */
+export async function renewLease(
+  db: Db,
+  id: string,
+  workerId: string,
+  leaseMs: number,
+  framesRendered: number,
+): Promise<boolean> {
+  const row = await db
+    .updateTable("faceswap_jobs")
+    .set({
+      locked_until: sql`now() + ${leaseMs} * interval '1 millisecond'`,
+      frames_rendered: framesRendered,
+    })
+    .where("id", "=", id)
+    .where("locked_by", "=", workerId)
+    .where("status", "=", "rendering")
+    .returning("id")
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+export interface Outcome {
+  status: Extract<JobStatus, "complete" | "error" | "canceled">;
+  framesRendered: number;
+  creditsCharged: number;
+  errorCode?: string;
+  errorMessage?: string;
+  outputKeys?: string[];
+}
+
+/**
+ * Moves an open job to its final status, once: only the first of a worker's finish, a cancel and a
+ * lease-expiry verdict matches `status in (queued, rendering)`. With `workerId`, only that worker's
+ * claim may finish it. Returns the finished row, or undefined when someone else already did.
+ */
+export async function finishJob(db: Db, id: string, outcome: Outcome, workerId?: string): Promise<JobRow | undefined> {
+  let query = db
+    .updateTable("faceswap_jobs")
+    .set({
+      status: outcome.status,
+      frames_rendered: outcome.framesRendered,
+      credits_charged: outcome.creditsCharged,
+      error_code: outcome.errorCode ?? null,
+      error_message: outcome.errorMessage ?? null,
+      output_keys: outcome.outputKeys ?? [],
+      locked_by: null,
+      locked_until: null,
+      finished_at: sql`now()`,
+    })
+    .where("id", "=", id)
+    .where("status", "in", ["queued", "rendering"]);
+  if (workerId !== undefined) query = query.where("locked_by", "=", workerId);
+  return query.returningAll().executeTakeFirst();
+}
+
+/** Gives credits back to an account (a refund, or an admin grant). */
+export async function returnCredits(db: Db, accountId: string, amount: number): Promise<void> {
+  if (amount === 0) return;
+  await db
+    .updateTable("accounts")
+    .set({ credit_balance: sql`credit_balance + ${amount}` })
+    .where("id", "=", accountId)
+    .execute();
+}
+
+/** Marks a finished job deleted; returns the output keys to remove, or undefined if it does not exist. */
+export async function disableJob(db: Db, accountId: string, id: string): Promise<string[] | undefined> {
+  const before = await db
+    .selectFrom("faceswap_jobs")
+    .select("output_keys")
+    .where("id", "=", id)
+    .where("account_id", "=", accountId)
+    .where("type", "=", "FACE_SWAP")
+    .forUpdate()
+    .executeTakeFirst();
+  if (!before) return undefined;
+  await db.updateTable("faceswap_jobs").set({ enabled: false, output_keys: [] }).where("id", "=", id).execute();
+  return before.output_keys;
+}
+
+/** Wakes every replica's job workers (a job was queued). */
+export const JOBS_CHANNEL = "faceswap_jobs";
+
+/** Hands a claimed job back to the queue at once (this replica is shutting down). */
+export async function releaseJob(db: Db, id: string, workerId: string): Promise<void> {
+  await db
+    .updateTable("faceswap_jobs")
+    .set({ status: "queued", locked_by: null, locked_until: null, attempts: sql`greatest(attempts - 1, 0)` })
+    .where("id", "=", id)
+    .where("locked_by", "=", workerId)
+    .where("status", "=", "rendering")
+    .execute();
+}

@@ -1,0 +1,62 @@
+import type { Plan } from "../platform/db/schema.js";
+
+export type UploadType = "video" | "image" | "audio";
+
+/** The extensions each upload type takes (Magic Hour's list). */
+export const EXTENSIONS: Record<UploadType, ReadonlySet<string>> = {
+  video: new Set(["mp4", "m4v", "mov", "webm", "gif"]),
+  image: new Set(["png", "jpg", "jpeg", "heic", "webp", "avif", "jp2", "tiff", "bmp"]),
+  audio: new Set(["mp3", "wav", "aac", "flac", "m4a", "webm"]),
+};
+
+export const UPLOAD_TYPES = Object.keys(EXTENSIONS) as UploadType[];
+export const MAX_UPLOAD_ITEMS = 100;
+export const UPLOAD_URL_TTL_MS = 15 * 60 * 1000;
+export const DOWNLOAD_URL_TTL_MS = 24 * 60 * 60 * 1000;
+
+/** Output cap on the long side, per plan. */
+export const PLAN_MAX_LONG_SIDE: Record<Plan, number> = { free: 576, pro: 1080, business: 2160 };
+export const PLANS = Object.keys(PLAN_MAX_LONG_SIDE) as Plan[];
+
+export function isPlan(value: string): value is Plan {
+  return (PLANS as string[]).includes(value);
+}
+
+/** Credits are quoted at 30 frames per second of clip, whatever the source's rate. */
+export const ESTIMATE_FPS = 30;
+
+export function estimateCredits(startSeconds: number, endSeconds: number): number {
+  // Rounded to the microsecond first, so 0.1 + 0.2 style float noise does not cost a frame.
+  return Math.ceil(Math.round((endSeconds - startSeconds) * ESTIMATE_FPS * 1e6) / 1e6);
+}
+
+/** Frames the renderer will write for the clip at the source's rate. */
+export function expectedFrames(startSeconds: number, endSeconds: number, fps: number): number {
+  return Math.max(1, Math.round((endSeconds - startSeconds) * fps));
+}
+
+/** The style version `default` resolves to today. */
+export const RECOMMENDED_STYLE = "v2";
+export const STYLE_VERSIONS = ["v1", "v2", "default"] as const;
+export const VIDEO_SOURCES = ["file", "stream", "youtube"] as const;
+export const FACE_SWAP_MODES = ["all-faces", "individual-faces"] as const;
+export const MAX_FACE_MAPPINGS = 20;
+export const MAX_NAME_LENGTH = 200;
+
+/** `Face Swap - 2026-11-21 14:03:09` (UTC). */
+export function defaultName(now: Date): string {
+  return `Face Swap - ${now.toISOString().slice(0, 19).replace("T", " ")}`;
+}
+
+/** Where an account's uploads live; a `file_path` outside it is not the caller's. */
+export function assetPrefix(accountId: string): string {
+  return `api-assets/${accountId}/`;
+}
+
+export function outputKey(accountId: string, jobId: string): string {
+  return `api-outputs/${accountId}/${jobId}.mp4`;
+}
+
+export function isHttpUrl(value: string): boolean {
+  return /^https?:\/\//i.test(value);
+}

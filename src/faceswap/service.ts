@@ -1,0 +1,363 @@
+import { randomUUID } from "node:crypto";
+import type { CreateFaceDetectionRequest } from "../../gen/faceswap/v1/face_detection_service.js";
+import type { CreateFaceSwapRequest } from "../../gen/faceswap/v1/face_swap_service.js";
+import type { UploadItem } from "../../gen/faceswap/v1/files_service.js";
+import type { Principal } from "../platform/auth.js";
+import type { BlobStore } from "../platform/blobs/blob-store.js";
+import type { UrlSigner } from "../platform/blobs/signed-urls.js";
+import type { Db } from "../platform/db/database.js";
+import type { Notifications } from "../platform/db/notifications.js";
+import type { JobRow, JobSpec, Plan } from "../platform/db/schema.js";
+import { Code, failedPrecondition, invalidArgument, notFound, RpcError, Violations } from "../platform/errors.js";
+import { isUuid } from "../platform/ids.js";
+import { outputSize } from "../platform/media/ffmpeg.js";
+import type { EventSink } from "./events.js";
+import * as repo from "./repository.js";
+import {
+  assetPrefix,
+  defaultName,
+  DOWNLOAD_URL_TTL_MS,
+  estimateCredits,
+  expectedFrames,
+  EXTENSIONS,
+  FACE_SWAP_MODES,
+  MAX_FACE_MAPPINGS,
+  MAX_NAME_LENGTH,
+  MAX_UPLOAD_ITEMS,
+  PLAN_MAX_LONG_SIDE,
+  RECOMMENDED_STYLE,
+  STYLE_VERSIONS,
+  UPLOAD_TYPES,
+  UPLOAD_URL_TTL_MS,
+  VIDEO_SOURCES,
+  type UploadType,
+} from "./rules.js";
+import type { SourceResolver } from "./sources.js";
+
+export interface UploadLimits {
+  videoBytes: number;
+  imageBytes: number;
+  audioBytes: number;
+}
+
+export interface SignedLink {
+  url: string;
+  expiresAt: Date;
+}
+
+export interface CreatedJob {
+  id: string;
+  credits: number;
+  /** Set when the request used deprecated fields. */
+  deprecationWarning?: string;
+}
+
+const DEFAULT_PAGE_SIZE = 20;
+const MAX_PAGE_SIZE = 100;
+const DEFAULT_CONFIDENCE = 0.5;
+
+/** The face swap rules: uploads, job creation with credit reservation, and the account's projects. */
+export class FaceSwapService {
+  constructor(
+    private readonly db: Db,
+    private readonly store: BlobStore,
+    private readonly signer: UrlSigner,
+    private readonly sources: SourceResolver,
+    private readonly notifications: Notifications,
+    private readonly events: EventSink,
+    private readonly uploadLimits: UploadLimits,
+  ) {}
+
+  createUploadUrls(principal: Principal, items: UploadItem[], now = new Date()) {
+    const violations = new Violations();
+    if (items.length === 0) violations.add("items", "at least one item is required");
+    if (items.length > MAX_UPLOAD_ITEMS) violations.add("items", `at most ${MAX_UPLOAD_ITEMS} items`);
+    items.forEach((item, i) => {
+      if (!(UPLOAD_TYPES as string[]).includes(item.type)) {
+        violations.add(`items[${i}].type`, `must be one of ${UPLOAD_TYPES.join(", ")}`);
+      } else if (!/^[a-z0-9]+$/.test(item.extension)) {
+        violations.add(`items[${i}].extension`, "must be lower-case letters and digits, without the dot (e.g. mp4)");
+      } else if (!EXTENSIONS[item.type as UploadType].has(item.extension)) {
+        violations.add(`items[${i}].extension`, `must be one of ${[...EXTENSIONS[item.type as UploadType]].join(", ")} for ${item.type}`);
+      }
+    });
+    violations.throwIfAny();
+    const expiresAt = new Date(now.getTime() + UPLOAD_URL_TTL_MS);
+    return items.map((item) => {
+      const filePath = `${assetPrefix(principal.accountId)}${randomUUID()}.${item.extension}`;
+      const maxBytes = this.uploadLimits[`${item.type as UploadType}Bytes`];
+      return { uploadUrl: this.signer.sign("PUT", filePath, expiresAt, maxBytes), expiresAt, filePath };
+    });
+  }
+
+  async createFaceSwap(principal: Principal, request: CreateFaceSwapRequest, signal: AbortSignal, now = new Date()): Promise<CreatedJob> {
+    const checked = checkFaceSwap(request);
+    const accountId = principal.accountId;
+    const video = await this.sources.resolve(checked.videoField, checked.video, accountId, "video", signal);
+    const spec: JobSpec = { video: video.key, mode: checked.mode, style: checked.style, mappings: [] };
+    if (checked.face !== undefined) {
+      spec.face = (await this.sources.resolve("assets.image_file_path", checked.face, accountId, "image", signal)).key;
+    }
+    for (const [i, mapping] of checked.mappings.entries()) {
+      const field = `assets.face_mappings[${i}]`;
+      const original = await this.sources.resolve(`${field}.original_face`, mapping.originalFace, accountId, "image", signal);
+      const replacement = await this.sources.resolve(`${field}.new_face`, mapping.newFace, accountId, "image", signal);
+      spec.mappings!.push({ originalFace: original.key, newFace: replacement.key });
+    }
+
+    const { info } = video;
+    if (request.startSeconds >= info.durationSeconds) {
+      throw invalid("start_seconds", `must be before the end of the video (${info.durationSeconds} s)`);
+    }
+    const endSeconds = Math.min(request.endSeconds, info.durationSeconds);
+    const credits = estimateCredits(request.startSeconds, endSeconds);
+    const id = await this.db.transaction().execute(async (tx) => {
+      const plan = await accountPlan(tx, accountId);
+      const size = outputSize(info.width, info.height, PLAN_MAX_LONG_SIDE[plan]);
+      const taken = await repo.takeCredits(tx, accountId, credits);
+      if (!taken.ok) throw new Shortfall(credits, taken.balance);
+      const job = await repo.insertJob(tx, {
+        accountId,
+        type: "FACE_SWAP",
+        name: request.name || defaultName(now),
+        spec,
+        startSeconds: request.startSeconds,
+        endSeconds,
+        width: size.width,
+        height: size.height,
+        fps: info.fps,
+        hasAudio: info.hasAudio,
+        framesTotal: expectedFrames(request.startSeconds, endSeconds, info.fps),
+        credits,
+      });
+      await repo.insertLedgerEntry(tx, { accountId, jobId: job.id, kind: "reserve", amount: -credits, reason: "face swap queued" });
+      return job.id;
+    }).catch(async (error: unknown) => {
+      if (!(error instanceof Shortfall)) throw error;
+      await this.reportShortfall(accountId, error);
+      throw error.toRpcError();
+    });
+    this.notifications.signal(repo.JOBS_CHANNEL, "queued");
+    return { id, credits, deprecationWarning: checked.deprecated ? DEPRECATED_SIZE : undefined };
+  }
+
+  async getProject(principal: Principal, id: string): Promise<JobRow> {
+    return this.findJob(principal, "FACE_SWAP", id);
+  }
+
+  async listProjects(principal: Principal, pageSize: number, pageToken: string): Promise<{ rows: JobRow[]; nextPageToken: string }> {
+    const violations = new Violations();
+    if (pageSize < 0) violations.add("page_size", "must not be negative");
+    const after = pageToken === "" ? undefined : decodeCursor(pageToken);
+    if (after === null) violations.add("page_token", "is not a token from a previous response");
+    violations.throwIfAny();
+    const limit = Math.min(pageSize || DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE);
+    const rows = await repo.listJobs(this.db, principal.accountId, "FACE_SWAP", after ?? undefined, limit + 1);
+    const page = rows.slice(0, limit);
+    const last = page.at(-1);
+    return { rows: page, nextPageToken: rows.length > limit && last ? encodeCursor(last) : "" };
+  }
+
+  /** Cancels an open project and refunds everything it reserved, in one transaction. */
+  async cancelProject(principal: Principal, id: string): Promise<JobRow> {
+    const job = await this.findJob(principal, "FACE_SWAP", id);
+    if (job.status === "canceled") return job;
+    if (job.status === "complete" || job.status === "error") {
+      throw failedPrecondition(`the project is already ${job.status}`, "PROJECT_FINISHED");
+    }
+    const canceled = await this.db.transaction().execute(async (tx) => {
+      const row = await repo.finishJob(tx, job.id, { status: "canceled", framesRendered: job.frames_rendered, creditsCharged: 0 });
+      if (row) await refund(tx, row, row.credits_reserved, "canceled");
+      return row;
+    });
+    // It finished in the meantime: report what it is now.
+    if (!canceled) return this.cancelProject(principal, id);
+    this.notifications.signal(repo.JOBS_CHANNEL, `cancel:${job.id}`);
+    return canceled;
+  }
+
+  /** Removes the outputs for good (cancelling first when still open); the record stays, disabled. */
+  async deleteProject(principal: Principal, id: string): Promise<void> {
+    const job = await this.findJob(principal, "FACE_SWAP", id);
+    if (job.status === "queued" || job.status === "rendering") await this.cancelProject(principal, id);
+    const keys = await this.db.transaction().execute((tx) => repo.disableJob(tx, principal.accountId, job.id));
+    if (keys && keys.length > 0) await this.store.delete(keys);
+  }
+
+  async createFaceDetection(principal: Principal, request: CreateFaceDetectionRequest, signal: AbortSignal): Promise<string> {
+    const violations = new Violations();
+    const target = request.assets?.targetFilePath ?? "";
+    if (!request.assets) violations.add("assets", "is required");
+    else if (target === "") violations.add("assets.target_file_path", "is required");
+    const confidence = request.confidenceScore ?? DEFAULT_CONFIDENCE;
+    if (!(confidence > 0 && confidence <= 1)) violations.add("confidence_score", "must be greater than 0 and at most 1");
+    violations.throwIfAny();
+    const source = await this.sources.resolve("assets.target_file_path", target, principal.accountId, "any", signal);
+    const job = await repo.insertJob(this.db, {
+      accountId: principal.accountId,
+      type: "FACE_DETECTION",
+      name: "Face Detection",
+      spec: { target: source.key, confidence },
+      startSeconds: 0,
+      endSeconds: source.info.durationSeconds,
+      width: source.info.width,
+      height: source.info.height,
+      fps: source.info.fps,
+      hasAudio: false,
+      framesTotal: 0,
+      credits: 0,
+    });
+    this.notifications.signal(repo.JOBS_CHANNEL, "queued");
+    return job.id;
+  }
+
+  async getFaceDetection(principal: Principal, id: string): Promise<JobRow> {
+    return this.findJob(principal, "FACE_DETECTION", id);
+  }
+
+  /** Signed GET links to the blobs, valid 24 h from now: presigned by the store when it can, else by this service. */
+  async downloadLinks(keys: string[], now = new Date()): Promise<SignedLink[]> {
+    const expiresAt = new Date(now.getTime() + DOWNLOAD_URL_TTL_MS);
+    return Promise.all(
+      keys.map(async (key) => ({
+        url: (await this.store.presignedDownloadUrl(key, DOWNLOAD_URL_TTL_MS / 1000)) ?? this.signer.sign("GET", key, expiresAt),
+        expiresAt,
+      })),
+    );
+  }
+
+  private async findJob(principal: Principal, type: "FACE_SWAP" | "FACE_DETECTION", id: string): Promise<JobRow> {
+    const what = type === "FACE_SWAP" ? "video project" : "face detection";
+    if (id === "") throw invalid("id", "is required");
+    const job = isUuid(id) ? await repo.findJob(this.db, principal.accountId, type, id) : undefined;
+    if (!job) throw notFound(`${what} "${id}"`, type === "FACE_SWAP" ? "PROJECT_NOT_FOUND" : "FACE_DETECTION_NOT_FOUND");
+    return job;
+  }
+
+  private async reportShortfall(accountId: string, shortfall: Shortfall): Promise<void> {
+    await this.events.emit(this.db, accountId, "quota.exceeded", {
+      quota: "credits",
+      required: shortfall.required,
+      balance: shortfall.balance,
+      shortfall: shortfall.required - shortfall.balance,
+    });
+    this.events.wake();
+  }
+}
+
+/** Gives a finished job's unused credits back and records it; the ledger's unique index makes it once per job. */
+export async function refund(db: Db, job: JobRow, amount: number, reason: string): Promise<void> {
+  await repo.returnCredits(db, job.account_id, amount);
+  await repo.insertLedgerEntry(db, { accountId: job.account_id, jobId: job.id, kind: "settle", amount, reason });
+}
+
+const DEPRECATED_SIZE = "width and height are deprecated and ignored: the output size follows the video and the account's plan";
+
+interface CheckedFaceSwap {
+  video: string;
+  videoField: string;
+  mode: "all-faces" | "individual-faces";
+  face: string | undefined;
+  mappings: { originalFace: string; newFace: string }[];
+  style: "v1" | "v2";
+  deprecated: boolean;
+}
+
+/** Every shape rule of the create request, all reported at once. */
+function checkFaceSwap(request: CreateFaceSwapRequest): CheckedFaceSwap {
+  const v = new Violations();
+  const assets = request.assets;
+  let video = "";
+  let videoField = "assets.video_file_path";
+  let face: string | undefined;
+  let mode: CheckedFaceSwap["mode"] = "all-faces";
+  const mappings: CheckedFaceSwap["mappings"] = [];
+  if (!assets) {
+    v.add("assets", "is required");
+  } else {
+    const source = assets.videoSource;
+    if (source === "") v.add("assets.video_source", "is required: file or stream");
+    else if (!(VIDEO_SOURCES as readonly string[]).includes(source)) v.add("assets.video_source", `must be file or stream, got "${source}"`);
+    else if (source === "file") {
+      video = assets.videoFilePath;
+      if (video === "") v.add("assets.video_file_path", "is required when video_source is file");
+    } else {
+      video = assets.streamUrl || assets.youtubeUrl;
+      videoField = assets.streamUrl ? "assets.stream_url" : assets.youtubeUrl ? "assets.youtube_url" : "assets.stream_url";
+      if (video === "") v.add("assets.stream_url", `is required when video_source is ${source}`);
+    }
+    const requestedMode = assets.faceSwapMode || "all-faces";
+    if (!(FACE_SWAP_MODES as readonly string[]).includes(requestedMode)) {
+      v.add("assets.face_swap_mode", `must be all-faces or individual-faces, got "${requestedMode}"`);
+    } else if (requestedMode === "all-faces") {
+      mode = "all-faces";
+      face = assets.imageFilePath;
+      if (face === "") v.add("assets.image_file_path", "is required when face_swap_mode is all-faces");
+    } else {
+      mode = "individual-faces";
+      if (assets.faceMappings.length === 0) v.add("assets.face_mappings", "needs at least one mapping when face_swap_mode is individual-faces");
+      if (assets.faceMappings.length > MAX_FACE_MAPPINGS) v.add("assets.face_mappings", `at most ${MAX_FACE_MAPPINGS} mappings`);
+      assets.faceMappings.forEach((m, i) => {
+        if (m.originalFace === "") v.add(`assets.face_mappings[${i}].original_face`, "is required");
+        if (m.newFace === "") v.add(`assets.face_mappings[${i}].new_face`, "is required");
+        mappings.push({ originalFace: m.originalFace, newFace: m.newFace });
+      });
+    }
+  }
+  if (!Number.isFinite(request.startSeconds) || request.startSeconds < 0) v.add("start_seconds", "must be a number >= 0");
+  if (!Number.isFinite(request.endSeconds) || !(request.endSeconds > request.startSeconds)) {
+    v.add("end_seconds", `is required and must be greater than start_seconds (${request.startSeconds})`);
+  }
+  if (request.name.length > MAX_NAME_LENGTH) v.add("name", `at most ${MAX_NAME_LENGTH} characters`);
+  const version = request.style?.version || "default";
+  if (!(STYLE_VERSIONS as readonly string[]).includes(version)) v.add("style.version", `must be v1, v2 or default, got "${version}"`);
+  v.throwIfAny();
+  const style = version === "default" ? RECOMMENDED_STYLE : (version as "v1" | "v2");
+  return { video, videoField, mode, face, mappings, style, deprecated: request.width !== undefined || request.height !== undefined };
+}
+
+class Shortfall extends Error {
+  constructor(
+    readonly required: number,
+    readonly balance: number,
+  ) {
+    super("insufficient credits");
+  }
+
+  toRpcError(): RpcError {
+    const missing = this.required - this.balance;
+    return new RpcError(
+      Code.RESOURCE_EXHAUSTED,
+      `insufficient credits: the clip needs ${this.required} credits, the balance is ${this.balance} (short by ${missing})`,
+      {
+        reason: "INSUFFICIENT_CREDITS",
+        fieldViolations: [{ field: "end_seconds", description: `the clip costs ${this.required} credits; ${missing} more are needed` }],
+        metadata: { required: String(this.required), balance: String(this.balance), shortfall: String(missing) },
+      },
+    );
+  }
+}
+
+async function accountPlan(db: Db, accountId: string): Promise<Plan> {
+  const row = await db.selectFrom("accounts").select("plan").where("id", "=", accountId).executeTakeFirst();
+  return row?.plan ?? "free";
+}
+
+function invalid(field: string, description: string): RpcError {
+  return invalidArgument([{ field, description }]);
+}
+
+function encodeCursor(row: JobRow): string {
+  return Buffer.from(JSON.stringify([row.created_at.toISOString(), row.id])).toString("base64url");
+}
+
+/** The cursor, or null when the token is not one of ours. */
+function decodeCursor(token: string): repo.JobCursor | null {
+  try {
+    const [time, id] = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as [string, string];
+    const createdAt = new Date(time);
+    return Number.isNaN(createdAt.getTime()) || !isUuid(id) ? null : { createdAt, id };
+  } catch {
+    return null;
+  }
+}

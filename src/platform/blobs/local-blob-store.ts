@@ -1,0 +1,74 @@
+import { randomUUID } from "node:crypto";
+import { createReadStream, createWriteStream } from "node:fs";
+import fs from "node:fs/promises";
+import path from "node:path";
+import { Transform, type Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { BlobTooLargeError, isBlobKey, type BlobInfo, type BlobStore, type ByteRange, type LocalCopy } from "./blob-store.js";
+
+/** Blobs as files under one directory (DATA_DIR/blobs by default); writes land by rename, so readers never see half a file. */
+export class LocalBlobStore implements BlobStore {
+  constructor(private readonly root: string) {}
+
+  async put(key: string, body: Readable, options: { maxBytes: number }): Promise<BlobInfo> {
+    const file = this.pathOf(key);
+    await fs.mkdir(path.dirname(file), { recursive: true });
+    const partial = `${file}.${randomUUID()}.part`;
+    let size = 0;
+    const limit = new Transform({
+      transform(chunk: Buffer, _encoding, callback) {
+        size += chunk.length;
+        callback(size > options.maxBytes ? new BlobTooLargeError(options.maxBytes) : null, chunk);
+      },
+    });
+    try {
+      await pipeline(body, limit, createWriteStream(partial));
+      await fs.rename(partial, file);
+    } catch (error) {
+      await fs.rm(partial, { force: true });
+      throw error;
+    }
+    return { size };
+  }
+
+  async putFile(key: string, file: string): Promise<BlobInfo> {
+    return this.put(key, createReadStream(file), { maxBytes: Number.MAX_SAFE_INTEGER });
+  }
+
+  async stat(key: string): Promise<BlobInfo | undefined> {
+    const stats = await fs.stat(this.pathOf(key)).catch(() => undefined);
+    return stats?.isFile() ? { size: stats.size } : undefined;
+  }
+
+  async read(key: string, range?: ByteRange): Promise<Readable> {
+    const stream = createReadStream(this.pathOf(key), range ? { start: range.start, end: range.end } : {});
+    await new Promise<void>((resolve, reject) => {
+      stream.once("open", () => resolve());
+      stream.once("error", reject);
+    });
+    return stream;
+  }
+
+  async localCopy(key: string): Promise<LocalCopy> {
+    const file = this.pathOf(key);
+    await fs.access(file);
+    return { path: file, release: async () => undefined };
+  }
+
+  async delete(keys: string[]): Promise<void> {
+    await Promise.all(keys.map((key) => fs.rm(this.pathOf(key), { force: true })));
+  }
+
+  async deletePrefix(prefix: string): Promise<void> {
+    await fs.rm(this.pathOf(prefix), { recursive: true, force: true });
+  }
+
+  async presignedDownloadUrl(): Promise<string | undefined> {
+    return undefined;
+  }
+
+  private pathOf(key: string): string {
+    if (!isBlobKey(key)) throw new Error(`not a blob key: ${key}`);
+    return path.join(this.root, ...key.split("/"));
+  }
+}

@@ -1,0 +1,181 @@
+import { randomUUID } from "node:crypto";
+import { createReadStream, createWriteStream } from "node:fs";
+import fs from "node:fs/promises";
+import path from "node:path";
+import { Readable, Transform } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import {
+  DeleteObjectsCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  PutObjectCommand,
+  S3Client,
+  S3ServiceException,
+  paginateListObjectsV2,
+} from "@aws-sdk/client-s3";
+import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
+import { BlobTooLargeError, contentTypeOf, isBlobKey, type BlobInfo, type BlobStore, type ByteRange, type LocalCopy } from "./blob-store.js";
+
+export interface S3BlobStoreOptions {
+  bucket: string;
+  region: string;
+  /** For S3-compatible services (MinIO, R2, …); AWS itself when absent. */
+  endpoint?: string;
+  forcePathStyle: boolean;
+  /** Object keys are `<prefix>/<blob key>`, or the blob key itself when "". */
+  prefix: string;
+  /** Where uploads are spooled and local copies are made. */
+  tempDir: string;
+}
+
+/** DeleteObjects takes at most this many keys per request. */
+const DELETE_BATCH = 1000;
+
+/**
+ * Blobs as objects in an S3 bucket (which must exist). Credentials come from the SDK's default chain
+ * (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile, an instance role).
+ */
+export class S3BlobStore implements BlobStore {
+  private readonly client: S3Client;
+  private readonly bucket: string;
+  private readonly prefix: string;
+  private readonly tempDir: string;
+
+  constructor(options: S3BlobStoreOptions) {
+    this.client = new S3Client({
+      region: options.region,
+      endpoint: options.endpoint,
+      forcePathStyle: options.forcePathStyle,
+      // The SDK's default adds CRC32 checksums to every upload, sent as aws-chunked trailers for
+      // streamed bodies, which many S3-compatible services reject or store verbatim.
+      requestChecksumCalculation: "WHEN_REQUIRED",
+    });
+    this.bucket = options.bucket;
+    this.prefix = options.prefix.replace(/^\/+|\/+$/g, "");
+    this.tempDir = options.tempDir;
+  }
+
+  /**
+   * The body is spooled to disk first: the limit must be enforced before anything reaches the
+   * bucket, and PutObject needs the length up front to stream in one request.
+   */
+  async put(key: string, body: Readable, options: { maxBytes: number; contentType?: string }): Promise<BlobInfo> {
+    const objectKey = this.objectKeyOf(key);
+    await fs.mkdir(this.tempDir, { recursive: true });
+    const spool = path.join(this.tempDir, `${randomUUID()}.part`);
+    let size = 0;
+    const limit = new Transform({
+      transform(chunk: Buffer, _encoding, callback) {
+        size += chunk.length;
+        callback(size > options.maxBytes ? new BlobTooLargeError(options.maxBytes) : null, chunk);
+      },
+    });
+    try {
+      await pipeline(body, limit, createWriteStream(spool));
+      await this.upload(objectKey, spool, size, options.contentType ?? contentTypeOf(key));
+    } finally {
+      await fs.rm(spool, { force: true });
+    }
+    return { size };
+  }
+
+  async putFile(key: string, file: string, contentType: string): Promise<BlobInfo> {
+    const objectKey = this.objectKeyOf(key);
+    const { size } = await fs.stat(file);
+    await this.upload(objectKey, file, size, contentType);
+    return { size };
+  }
+
+  async stat(key: string): Promise<BlobInfo | undefined> {
+    try {
+      const head = await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: this.objectKeyOf(key) }));
+      return { size: head.ContentLength ?? 0 };
+    } catch (error) {
+      if (isNotFound(error)) return undefined;
+      throw error;
+    }
+  }
+
+  async read(key: string, range?: ByteRange): Promise<Readable> {
+    const object = await this.client.send(
+      new GetObjectCommand({
+        Bucket: this.bucket,
+        Key: this.objectKeyOf(key),
+        Range: range ? `bytes=${range.start}-${range.end}` : undefined,
+      }),
+    );
+    if (!(object.Body instanceof Readable)) throw new Error(`no readable body for blob ${key}`);
+    return object.Body;
+  }
+
+  /** The copy keeps the blob's file name (in a folder of its own), as tools may go by the extension. */
+  async localCopy(key: string): Promise<LocalCopy> {
+    const body = await this.read(key);
+    await fs.mkdir(this.tempDir, { recursive: true });
+    const dir = await fs.mkdtemp(path.join(this.tempDir, "copy-"));
+    const release = () => fs.rm(dir, { recursive: true, force: true });
+    const file = path.join(dir, key.slice(key.lastIndexOf("/") + 1));
+    try {
+      await pipeline(body, createWriteStream(file));
+    } catch (error) {
+      await release();
+      throw error;
+    }
+    return { path: file, release };
+  }
+
+  async delete(keys: string[]): Promise<void> {
+    await this.deleteObjects(keys.map((key) => this.objectKeyOf(key)));
+  }
+
+  async deletePrefix(prefix: string): Promise<void> {
+    const pages = paginateListObjectsV2({ client: this.client }, { Bucket: this.bucket, Prefix: `${this.objectKeyOf(prefix)}/` });
+    for await (const page of pages) {
+      await this.deleteObjects((page.Contents ?? []).flatMap((object) => (object.Key === undefined ? [] : [object.Key])));
+    }
+  }
+
+  async presignedDownloadUrl(key: string, expiresInSeconds: number): Promise<string | undefined> {
+    const command = new GetObjectCommand({
+      Bucket: this.bucket,
+      Key: this.objectKeyOf(key),
+      ResponseContentDisposition: `attachment; filename="${key.slice(key.lastIndexOf("/") + 1)}"`,
+    });
+    return getSignedUrl(this.client, command, { expiresIn: expiresInSeconds });
+  }
+
+  private async upload(objectKey: string, file: string, size: number, contentType: string): Promise<void> {
+    const body = createReadStream(file);
+    try {
+      await this.client.send(
+        new PutObjectCommand({ Bucket: this.bucket, Key: objectKey, Body: body, ContentLength: size, ContentType: contentType }),
+      );
+    } finally {
+      // A failed request may leave the stream unread, holding its file open.
+      body.destroy();
+    }
+  }
+
+  private async deleteObjects(objectKeys: string[]): Promise<void> {
+    for (let index = 0; index < objectKeys.length; index += DELETE_BATCH) {
+      const batch = objectKeys.slice(index, index + DELETE_BATCH);
+      const result = await this.client.send(
+        new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: batch.map((Key) => ({ Key })), Quiet: true } }),
+      );
+      // S3 reports a missing key as deleted; what lands here is a real failure (permissions, throttling).
+      const failed = result.Errors ?? [];
+      if (failed.length > 0) {
+        throw new Error(`could not delete ${failed.length} blob(s), first ${failed[0]?.Key}: ${failed[0]?.Code} ${failed[0]?.Message}`);
+      }
+    }
+  }
+
+  private objectKeyOf(key: string): string {
+    if (!isBlobKey(key)) throw new Error(`not a blob key: ${key}`);
+    return this.prefix === "" ? key : `${this.prefix}/${key}`;
+  }
+}
+
+function isNotFound(error: unknown): boolean {
+  return error instanceof S3ServiceException && (error.name === "NotFound" || error.name === "NoSuchKey" || error.$metadata.httpStatusCode === 404);
+}

@@ -1,0 +1,142 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { pipeline } from "node:stream/promises";
+import { BlobTooLargeError, contentTypeOf, isBlobKey, type BlobStore, type ByteRange } from "../../platform/blobs/blob-store.js";
+import type { UrlSigner } from "../../platform/blobs/signed-urls.js";
+import { Code, RpcError } from "../../platform/errors.js";
+import type { Logger } from "../../platform/logger.js";
+import { writeJson, writeRpcError } from "./responses.js";
+import type { HttpRoute } from "./server.js";
+
+const PREFIX = "/blobs/";
+
+/**
+ * `/blobs/<key>`: the targets of signed URLs. PUT streams an upload into the blob store (413 past
+ * the signed size limit); GET and HEAD serve a blob with range requests. The signature is the only
+ * credential, as with presigned S3 URLs.
+ */
+export function blobRoutes(store: BlobStore, signer: UrlSigner, logger: Logger): HttpRoute {
+  return async (req, res, target) => {
+    if (!target.pathname.startsWith(PREFIX)) return false;
+    const key = decodeKey(target.pathname.slice(PREFIX.length));
+    if (req.method !== "PUT" && req.method !== "GET" && req.method !== "HEAD") {
+      writeRpcError(res, new RpcError(Code.UNIMPLEMENTED, `${req.method} is not supported on blobs`, { reason: "METHOD_NOT_ALLOWED" }), { allow: "GET, HEAD, PUT" }, 405);
+      return true;
+    }
+    const verdict = key === undefined ? undefined : signer.verify(req.method, key, target.searchParams);
+    if (key === undefined || !verdict?.ok) {
+      const expired = verdict?.ok === false && verdict.problem === "expired";
+      const error = new RpcError(
+        Code.PERMISSION_DENIED,
+        expired ? "this signed URL has expired; request a new one" : "the URL's signature does not match; use the URL exactly as issued",
+        { reason: expired ? "URL_EXPIRED" : "BAD_SIGNATURE" },
+      );
+      drain(req);
+      writeRpcError(res, error);
+      return true;
+    }
+    if (req.method === "PUT") await upload(req, res, store, key, verdict.maxBytes, logger);
+    else await download(req, res, store, key);
+    return true;
+  };
+}
+
+async function upload(
+  req: IncomingMessage,
+  res: ServerResponse,
+  store: BlobStore,
+  key: string,
+  maxBytes: number,
+  logger: Logger,
+): Promise<void> {
+  const declared = Number(req.headers["content-length"] ?? Number.NaN);
+  if (declared > maxBytes) {
+    drain(req);
+    writeTooLarge(res, maxBytes);
+    return;
+  }
+  try {
+    const { size } = await store.put(key, req, { maxBytes, contentType: contentTypeOf(key) });
+    logger.info({ event: "blob_uploaded", key, size }, "upload stored");
+    writeJson(res, 200, { file_path: key, size });
+  } catch (error) {
+    if (!(error instanceof BlobTooLargeError)) throw error;
+    drain(req);
+    writeTooLarge(res, maxBytes);
+  }
+}
+
+async function download(
+  req: IncomingMessage,
+  res: ServerResponse,
+  store: BlobStore,
+  key: string,
+): Promise<void> {
+  const info = await store.stat(key);
+  if (!info) {
+    writeRpcError(res, new RpcError(Code.NOT_FOUND, "this file no longer exists", { reason: "BLOB_NOT_FOUND" }));
+    return;
+  }
+  const headers: Record<string, string | number> = {
+    "content-type": contentTypeOf(key),
+    "accept-ranges": "bytes",
+    "content-disposition": `attachment; filename="${key.slice(key.lastIndexOf("/") + 1)}"`,
+    "cache-control": "private, max-age=3600",
+  };
+  const requested = req.headers.range;
+  const range = requested === undefined ? undefined : parseRange(requested, info.size);
+  if (range === null) {
+    res.writeHead(416, { "content-range": `bytes */${info.size}` });
+    res.end();
+    return;
+  }
+  if (range) {
+    res.writeHead(206, { ...headers, "content-range": `bytes ${range.start}-${range.end}/${info.size}`, "content-length": range.end - range.start + 1 });
+  } else {
+    res.writeHead(200, { ...headers, "content-length": info.size });
+  }
+  if (req.method === "HEAD" || info.size === 0) {
+    res.end();
+    return;
+  }
+  await pipeline(await store.read(key, range), res).catch(() => res.destroy());
+}
+
+/**
+ * One `bytes=` range (suffix and open-ended forms included); undefined when the header is not a
+ * single byte range (serve the whole blob), null when it cannot be satisfied.
+ */
+export function parseRange(header: string, size: number): ByteRange | undefined | null {
+  const match = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
+  if (!match || (match[1] === "" && match[2] === "")) return undefined;
+  if (match[1] === "") {
+    const suffix = Number(match[2]);
+    if (suffix === 0 || size === 0) return null;
+    return { start: Math.max(0, size - suffix), end: size - 1 };
+  }
+  const start = Number(match[1]);
+  const end = match[2] === "" ? size - 1 : Math.min(Number(match[2]), size - 1);
+  if (start >= size || end < start) return null;
+  return { start, end };
+}
+
+function decodeKey(raw: string): string | undefined {
+  try {
+    const key = raw.split("/").map(decodeURIComponent).join("/");
+    return isBlobKey(key) ? key : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function writeTooLarge(res: ServerResponse, maxBytes: number): void {
+  const error = new RpcError(Code.RESOURCE_EXHAUSTED, `the file is larger than the limit of ${maxBytes} bytes`, {
+    reason: "FILE_TOO_LARGE",
+    metadata: { max_bytes: String(maxBytes) },
+  });
+  writeRpcError(res, error, { connection: "close" }, 413);
+}
+
+/** Lets a refused request body go without reading it into memory. */
+function drain(req: IncomingMessage): void {
+  req.resume();
+}
