@@ -110,12 +110,12 @@ export class S3BlobStore implements BlobStore {
 
   /** The copy keeps the blob's file name (in a folder of its own), as tools may go by the extension. */
   async localCopy(key: string): Promise<LocalCopy> {
-    const body = await this.read(key);
     await fs.mkdir(this.tempDir, { recursive: true });
     const dir = await fs.mkdtemp(path.join(this.tempDir, "copy-"));
     const release = () => fs.rm(dir, { recursive: true, force: true });
     const file = path.join(dir, key.slice(key.lastIndexOf("/") + 1));
     try {
+      const body = await this.read(key);
       await pipeline(body, createWriteStream(file));
     } catch (error) {
       await release();
