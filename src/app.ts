@@ -1,3 +1,4 @@
+import fs from "node:fs/promises";
 import path from "node:path";
 import { accountService, adminService } from "./auth/handlers.js";
 import { AuthService } from "./auth/service.js";
@@ -8,7 +9,9 @@ import { createFaceDetector, createRenderer } from "./faceswap/render/index.js";
 import type { Renderer } from "./faceswap/renderer.js";
 import { FaceSwapService } from "./faceswap/service.js";
 import { SourceResolver } from "./faceswap/sources.js";
+import type { BlobStore } from "./platform/blobs/blob-store.js";
 import { LocalBlobStore } from "./platform/blobs/local-blob-store.js";
+import { S3BlobStore } from "./platform/blobs/s3-blob-store.js";
 import { UrlSigner } from "./platform/blobs/signed-urls.js";
 import { sharedSigningSecret } from "./platform/blobs/signing-secret.js";
 import { NamespaceCache } from "./namespaces/cache.js";
@@ -18,6 +21,7 @@ import { NamespaceService } from "./namespaces/service.js";
 import { createDb, migrateToLatest, type Db } from "./platform/db/database.js";
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from "./platform/db/embedded-postgres.js";
 import { Notifications } from "./platform/db/notifications.js";
+import { MediaProbes } from "./platform/media/probes.js";
 import type { Logger } from "./platform/logger.js";
 import type { Authenticator } from "./platform/auth.js";
 import { ExpirySweeper } from "./registry/expiry.js";
@@ -52,6 +56,17 @@ export async function openDatabase(
   if (config.databaseUrl) return { url: config.databaseUrl, embedded: undefined };
   const embedded = await startEmbeddedPostgres(config.dataDir, logger);
   return { url: embedded.url, embedded };
+}
+
+/**
+ * The blob store: the configured S3 bucket, or DATA_DIR/blobs. S3's spool and copies live in
+ * DATA_DIR/tmp/s3, emptied at start (what a killed process left there belongs to nobody).
+ */
+async function openBlobStore(config: Config): Promise<BlobStore> {
+  if (!config.blobs.s3) return new LocalBlobStore(path.join(config.dataDir, "blobs"));
+  const tempDir = path.join(config.dataDir, "tmp", "s3");
+  await fs.rm(tempDir, { recursive: true, force: true });
+  return new S3BlobStore({ ...config.blobs.s3, tempDir });
 }
 
 /** Composition root: database -> domain services -> transports. */
@@ -102,9 +117,10 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
     );
     const webhooks = new WebhookService(db, guard, dispatcher);
 
-    const blobs = new LocalBlobStore(path.join(config.dataDir, "blobs"));
+    const blobs = await openBlobStore(config);
+    const probes = new MediaProbes(db, blobs);
     const signer = new UrlSigner(config.blobs.signingSecret ?? (await sharedSigningSecret(db)), () => publicUrl());
-    sources = new SourceResolver(blobs, guard, {
+    sources = new SourceResolver(blobs, probes, guard, {
       videoBytes: config.blobs.maxVideoBytes,
       imageBytes: config.blobs.maxImageBytes,
       fetchTimeoutMs: config.faceswap.fetchTimeoutMs,
@@ -151,7 +167,7 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
     grpc = await startGrpcServer(router, config.host, config.grpcPort);
     http = await startHttpServer(
       new Transcoder(router),
-      [dashboardRoutes(authenticate), blobRoutes(blobs, signer, logger)],
+      [dashboardRoutes(authenticate), blobRoutes(blobs, signer, logger, (key, size) => probes.probe(key, size))],
       config.host,
       config.httpPort,
       logger,

@@ -3,7 +3,8 @@ import { Readable } from "node:stream";
 import { Agent } from "undici";
 import { BlobTooLargeError, isBlobKey, type BlobStore } from "../platform/blobs/blob-store.js";
 import { invalidArgument } from "../platform/errors.js";
-import { MediaError, probeMedia, type MediaInfo } from "../platform/media/ffmpeg.js";
+import type { MediaInfo } from "../platform/media/ffmpeg.js";
+import type { MediaProbes } from "../platform/media/probes.js";
 import { checkUrlSyntax, SsrfBlockedError, type SsrfGuard } from "../platform/ssrf.js";
 import { assetPrefix, EXTENSIONS, isHttpUrl } from "./rules.js";
 
@@ -34,6 +35,7 @@ export class SourceResolver {
 
   constructor(
     private readonly store: BlobStore,
+    private readonly probes: MediaProbes,
     private readonly guard: SsrfGuard,
     private readonly limits: SourceLimits,
   ) {
@@ -41,31 +43,26 @@ export class SourceResolver {
   }
 
   async resolve(field: string, value: string, accountId: string, kind: SourceKind, signal: AbortSignal): Promise<Source> {
-    const key = isHttpUrl(value) ? await this.importUrl(field, value, accountId, kind, signal) : await this.checkPath(field, value, accountId);
-    const copy = await this.store.localCopy(key);
-    try {
-      const info = await probeMedia(copy.path, signal).catch((error: unknown) => {
-        if (error instanceof MediaError) throw bad(field, `is not a decodable ${kind === "any" ? "video or image" : kind}: ${error.message}`);
-        throw error;
-      });
-      if (kind === "video" && info.still) throw bad(field, "is an image; a video is needed");
-      if (kind === "image" && !info.still) throw bad(field, "is a video; an image is needed");
-      return { key, info };
-    } finally {
-      await copy.release();
-    }
+    const key = isHttpUrl(value) ? await this.importUrl(field, value, accountId, kind, signal) : this.checkPath(field, value, accountId);
+    const probed = await this.probes.of(key, signal);
+    if (!probed) throw bad(field, `no uploaded file "${value}" in this account (upload it to its upload_url first)`);
+    if (!probed.ok) throw bad(field, `is not a decodable ${kind === "any" ? "video or image" : kind}: ${probed.problem}`);
+    const info = probed.info;
+    if (kind === "video" && info.still) throw bad(field, "is an image; a video is needed");
+    if (kind === "image" && !info.still) throw bad(field, "is a video; an image is needed");
+    return { key, info };
   }
 
   async close(): Promise<void> {
     await this.agent.close();
   }
 
-  private async checkPath(field: string, value: string, accountId: string): Promise<string> {
+  private checkPath(field: string, value: string, accountId: string): string {
     if (!value.startsWith("api-assets/") || !isBlobKey(value)) {
       throw bad(field, "must be a file_path from /v1/files/upload-urls (api-assets/...) or an http(s) URL");
     }
     // Another account's path answers exactly like a missing one: paths are not secrets, but existence is not shared.
-    if (!value.startsWith(assetPrefix(accountId)) || !(await this.store.stat(value))) {
+    if (!value.startsWith(assetPrefix(accountId))) {
       throw bad(field, `no uploaded file "${value}" in this account (upload it to its upload_url first)`);
     }
     return value;
@@ -108,7 +105,8 @@ export class SourceResolver {
       const maxBytes = kind === "image" ? this.limits.imageBytes : this.limits.videoBytes;
       const key = `${assetPrefix(accountId)}imports/${randomUUID()}.${extensionOf(syntax.url, kind)}`;
       try {
-        await this.store.put(key, Readable.from(response.body), { maxBytes });
+        const { size } = await this.store.put(key, Readable.from(response.body), { maxBytes });
+        await this.probes.probe(key, size, signal);
       } catch (error) {
         if (error instanceof BlobTooLargeError) throw bad(field, `is larger than the limit of ${maxBytes} bytes`);
         if (timeout.aborted) throw bad(field, `could not be fetched within ${this.limits.fetchTimeoutMs} ms`);

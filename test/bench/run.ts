@@ -4,6 +4,7 @@ import path from "node:path";
 import { startEmbeddedPostgres } from "../../src/platform/db/embedded-postgres.js";
 import { createLogger } from "../../src/platform/logger.js";
 import type { LoadResult } from "./load.js";
+import { benchFaceSwap, type BurstResult } from "./faceswap.js";
 import { benchNamespaces } from "./namespaces.js";
 import { benchRegistry, HEARTBEATS_PER_BATCH } from "./registry.js";
 import { startServerProcess } from "./server-process.js";
@@ -17,7 +18,7 @@ const ADMIN_TOKEN = "bench-admin-token-0123456789";
  */
 async function main(): Promise<void> {
   // BENCH_SECTIONS=webhooks (comma-separated) runs only those sections.
-  const sections = new Set((process.env.BENCH_SECTIONS ?? "namespaces,registry,webhooks").split(","));
+  const sections = new Set((process.env.BENCH_SECTIONS ?? "namespaces,registry,webhooks,faceswap").split(","));
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), "atrium-bench-"));
   await fs.chmod(dir, 0o755);
   const pg = await startEmbeddedPostgres(dir, createLogger("warn"));
@@ -79,6 +80,17 @@ async function main(): Promise<void> {
       check("webhook deliveries >= 3,000/s", saturated.deliveredPerSecond >= 3000);
       check("webhook deliveries >= 40% of the receiver's raw ceiling", ratio >= 0.4);
       check("publish-to-receipt p99 < 200 ms at 500 events/s", at500.sustained && at500.drained && at500.p99Ms < 200);
+    }
+    if (sections.has("faceswap")) {
+      console.log("\n== face swap jobs (grpc-js client) ==");
+      const fs = await benchFaceSwap(server, ADMIN_TOKEN);
+      printBursts([fs.baseline, fs.creates], fs.baseline);
+      const { job } = fs;
+      console.log(
+        `queue to complete, ${job.frames} frames at ${job.width}x${job.height}: ${job.queueToCompleteMs.toFixed(0)} ms ` +
+          `(waiting ${job.waitMs.toFixed(0)} ms, rendering ${job.renderMs.toFixed(0)} ms); ` +
+          `ffmpeg decode+encode of the same clip: ${fs.ffmpegMs.toFixed(0)} ms; ratio ${(job.queueToCompleteMs / fs.ffmpegMs).toFixed(2)}`,
+      );
     }
   } finally {
     await server.stop();
@@ -151,6 +163,23 @@ function printDeliveryRuns(runs: DeliveryRun[]): void {
     );
     if (!r.sustained) console.log(`    stopped after ${r.seconds.toFixed(1)} s: the queue kept growing (rate not sustainable)`);
     if (!r.drained) console.log(`    not drained: ${r.delivered} of ${r.published * 10} deliveries arrived`);
+  }
+}
+
+function printBursts(results: BurstResult[], baseline: BurstResult): void {
+  console.log(["burst".padEnd(44), "calls/s".padStart(9), "ratio".padStart(7), "p50 ms".padStart(8), "p99 ms".padStart(8), "errors".padStart(7)].join(" "));
+  for (const r of results) {
+    console.log(
+      [
+        r.name.padEnd(44),
+        r.perSecond.toFixed(0).padStart(9),
+        (r.perSecond / baseline.perSecond).toFixed(2).padStart(7),
+        r.p50Ms.toFixed(1).padStart(8),
+        r.p99Ms.toFixed(1).padStart(8),
+        String(r.errors).padStart(7),
+      ].join(" "),
+    );
+    if (r.firstError) console.log(`    first error: ${r.firstError}`);
   }
 }
 

@@ -60,7 +60,10 @@ export class LocalBlobStore implements BlobStore {
   }
 
   async deletePrefix(prefix: string): Promise<void> {
-    await fs.rm(this.pathOf(prefix), { recursive: true, force: true });
+    const dir = this.pathOf(prefix);
+    const stats = await fs.stat(dir).catch(() => undefined);
+    // Only what lies under `prefix/`; a blob named exactly `prefix` is not part of it.
+    if (stats?.isDirectory()) await fs.rm(dir, { recursive: true, force: true });
   }
 
   async presignedDownloadUrl(): Promise<string | undefined> {

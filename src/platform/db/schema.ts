@@ -1,4 +1,5 @@
 import type { ColumnType, Generated, Insertable, Selectable } from "kysely";
+import type { MediaInfo } from "../media/ffmpeg.js";
 
 /** Timestamps are read as Date and written as Date or left to their default. */
 type Timestamp = ColumnType<Date, Date | undefined, Date>;
@@ -180,6 +181,14 @@ export interface CreditLedgerTable {
   created_at: Timestamp;
 }
 
+export interface MediaProbesTable {
+  key: string;
+  size: number;
+  media: ColumnType<MediaInfo | null, string | null, string | null>;
+  problem: string | null;
+  probed_at: Timestamp;
+}
+
 export interface ServiceSecretsTable {
   name: string;
   value: string;
@@ -199,6 +208,7 @@ export interface Database {
   faceswap_jobs: FaceswapJobsTable;
   credit_ledger: CreditLedgerTable;
   service_secrets: ServiceSecretsTable;
+  media_probes: MediaProbesTable;
 }
 
 export type AccountRow = Selectable<AccountsTable>;

@@ -14,7 +14,13 @@ const PREFIX = "/blobs/";
  * the signed size limit); GET and HEAD serve a blob with range requests. The signature is the only
  * credential, as with presigned S3 URLs.
  */
-export function blobRoutes(store: BlobStore, signer: UrlSigner, logger: Logger): HttpRoute {
+export function blobRoutes(
+  store: BlobStore,
+  signer: UrlSigner,
+  logger: Logger,
+  /** Runs after an upload is stored, before the client hears 200 (the media probe). */
+  onUploaded: (key: string, size: number) => Promise<unknown>,
+): HttpRoute {
   return async (req, res, target) => {
     if (!target.pathname.startsWith(PREFIX)) return false;
     const key = decodeKey(target.pathname.slice(PREFIX.length));
@@ -34,7 +40,7 @@ export function blobRoutes(store: BlobStore, signer: UrlSigner, logger: Logger):
       writeRpcError(res, error);
       return true;
     }
-    if (req.method === "PUT") await upload(req, res, store, key, verdict.maxBytes, logger);
+    if (req.method === "PUT") await upload(req, res, store, key, verdict.maxBytes, logger, onUploaded);
     else await download(req, res, store, key);
     return true;
   };
@@ -47,6 +53,7 @@ async function upload(
   key: string,
   maxBytes: number,
   logger: Logger,
+  onUploaded: (key: string, size: number) => Promise<unknown>,
 ): Promise<void> {
   const declared = Number(req.headers["content-length"] ?? Number.NaN);
   if (declared > maxBytes) {
@@ -56,6 +63,7 @@ async function upload(
   }
   try {
     const { size } = await store.put(key, req, { maxBytes, contentType: contentTypeOf(key) });
+    await onUploaded(key, size);
     logger.info({ event: "blob_uploaded", key, size }, "upload stored");
     writeJson(res, 200, { file_path: key, size });
   } catch (error) {
@@ -89,16 +97,25 @@ async function download(
     res.end();
     return;
   }
+  // Opened before the status line goes out, so a blob gone since the stat still gets a clean 404.
+  const body =
+    req.method === "HEAD" || info.size === 0
+      ? undefined
+      : await store.read(key, range).catch(async (error: unknown) => ((await store.stat(key)) ? Promise.reject(error) : null));
+  if (body === null) {
+    writeRpcError(res, new RpcError(Code.NOT_FOUND, "this file no longer exists", { reason: "BLOB_NOT_FOUND" }));
+    return;
+  }
   if (range) {
     res.writeHead(206, { ...headers, "content-range": `bytes ${range.start}-${range.end}/${info.size}`, "content-length": range.end - range.start + 1 });
   } else {
     res.writeHead(200, { ...headers, "content-length": info.size });
   }
-  if (req.method === "HEAD" || info.size === 0) {
+  if (!body) {
     res.end();
     return;
   }
-  await pipeline(await store.read(key, range), res).catch(() => res.destroy());
+  await pipeline(body, res).catch(() => res.destroy());
 }
 
 /**

@@ -3,6 +3,7 @@ import * as m20261120T230000 from "./2026-11-20T23-00-00_accounts_and_namespaces
 import * as m20261121T010000 from "./2026-11-21T01-00-00_registry_instances.js";
 import * as m20261121T020000 from "./2026-11-21T02-00-00_webhooks.js";
 import * as m20261121T030000 from "./2026-11-21T03-00-00_faceswap.js";
+import * as m20261121T040000 from "./2026-11-21T04-00-00_media_probes.js";
 
 /** Every migration, by name; names sort in the order they run. Forward-only: there is no down. */
 export const migrations: Record<string, Migration> = {
@@ -10,4 +11,5 @@ export const migrations: Record<string, Migration> = {
   "2026-11-21T01-00-00_registry_instances": m20261121T010000,
   "2026-11-21T02-00-00_webhooks": m20261121T020000,
   "2026-11-21T03-00-00_faceswap": m20261121T030000,
+  "2026-11-21T04-00-00_media_probes": m20261121T040000,
 };
