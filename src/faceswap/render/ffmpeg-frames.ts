@@ -91,7 +91,8 @@ export function startEncoder(format: FrameFormat, output: string, withAudio: boo
 
 /** Reads whole frames of `frameBytes` from a decoder's stdout, one at a time (the stream pauses between). */
 export async function* readFrames(stdout: NodeJS.ReadableStream, frameBytes: number): AsyncGenerator<Buffer> {
-  let frame = Buffer.allocUnsafe(frameBytes);
+  // Each frame owns its memory, so it can be transferred to a worker without a copy.
+  let frame = Buffer.allocUnsafeSlow(frameBytes);
   let filled = 0;
   for await (const data of stdout) {
     const chunk = data as Buffer;
@@ -103,7 +104,7 @@ export async function* readFrames(stdout: NodeJS.ReadableStream, frameBytes: num
       offset += n;
       if (filled === frameBytes) {
         yield frame;
-        frame = Buffer.allocUnsafe(frameBytes);
+        frame = Buffer.allocUnsafeSlow(frameBytes);
         filled = 0;
       }
     }

@@ -1,14 +1,18 @@
 import type { Logger } from "../../platform/logger.js";
-import {
-  RenderError,
-  type DetectedFace,
-  type FaceDetectionRequest,
-  type FaceDetector,
-  type Renderer,
-  type RenderRequest,
-  type RenderResult,
+import type {
+  DetectedFace,
+  FaceDetectionRequest,
+  FaceDetector,
+  Renderer,
+  RenderRequest,
+  RenderResult,
 } from "../renderer.js";
-import { renderFrames, type FrameStage } from "./pipeline.js";
+import { detectFaces } from "./detector.js";
+import { abortError, renderFrames } from "./pipeline.js";
+import { loadJobFaces } from "./sources.js";
+import { SwapStage } from "./swap-stage.js";
+import { STYLES } from "./swap.js";
+import { WorkerPool } from "./worker-pool.js";
 
 export interface RendererOptions {
   /** Worker threads for detection and swapping; default 2. */
@@ -16,31 +20,82 @@ export interface RendererOptions {
   logger: Logger;
 }
 
-/** Interim stage: frames pass through unchanged while the swap stage is being built. */
-const passThrough: FrameStage = { window: 1, process: (frame) => Promise.resolve(frame) };
-
+/** Renders and detects on one pool of workers, started on first use (loading the models takes seconds). */
 class FaceSwapRenderer implements Renderer, FaceDetector {
+  private pool: Promise<WorkerPool> | undefined;
+  private nextJob = 1;
+
   constructor(private readonly options: RendererOptions) {}
 
   async render(request: RenderRequest): Promise<RenderResult> {
     const started = performance.now();
-    const frames = await renderFrames(request, passThrough);
-    const seconds = (performance.now() - started) / 1000;
-    this.options.logger.info({ frames, seconds, fps: frames / seconds, output: request.output }, "render finished");
-    return { frames };
+    const pool = await this.workers(request.signal);
+    const job = this.nextJob++;
+    const faces = await loadJobFaces(pool, request);
+    if (request.signal.aborted) throw abortError(request.signal);
+    const stage = new SwapStage(pool, {
+      job,
+      mode: request.mode,
+      originals: faces.originals,
+      style: STYLES[request.style],
+      width: request.width,
+      height: request.height,
+      fps: request.fps,
+    });
+    try {
+      await pool.broadcast({ type: "sources", job, sources: faces.sources });
+      const frames = await renderFrames(request, stage);
+      const seconds = (performance.now() - started) / 1000;
+      this.options.logger.info(
+        { frames, seconds: Number(seconds.toFixed(2)), fps: Number((frames / seconds).toFixed(1)), mode: request.mode, style: request.style },
+        "render finished",
+      );
+      return { frames };
+    } finally {
+      await stage.end();
+    }
   }
 
-  detect(request: FaceDetectionRequest): Promise<DetectedFace[]> {
-    return Promise.reject(new RenderError("not_implemented", `face detection is not available yet (${request.input})`));
+  async detect(request: FaceDetectionRequest): Promise<DetectedFace[]> {
+    return detectFaces(await this.workers(request.signal), request);
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    const pool = this.pool;
+    this.pool = undefined;
+    if (pool) await (await pool.catch(() => undefined))?.close();
+  }
+
+  private async workers(signal: AbortSignal): Promise<WorkerPool> {
+    if (this.pool) {
+      const pool = await this.pool.catch(() => undefined);
+      if (pool?.broken) {
+        await pool.close();
+        this.pool = undefined;
+      } else if (!pool) {
+        this.pool = undefined;
+      }
+    }
+    this.pool ??= WorkerPool.start(Math.max(1, this.options.workers), this.options.logger);
+    const pool = await this.pool;
+    if (signal.aborted) throw abortError(signal);
+    return pool;
+  }
+}
+
+// Both factories called with the same options object share one instance, and so one worker pool.
+const instances = new WeakMap<RendererOptions, FaceSwapRenderer>();
+
+function instance(options: RendererOptions): FaceSwapRenderer {
+  let renderer = instances.get(options);
+  if (!renderer) instances.set(options, (renderer = new FaceSwapRenderer(options)));
+  return renderer;
 }
 
 export function createRenderer(options: RendererOptions): Renderer {
-  return new FaceSwapRenderer(options);
+  return instance(options);
 }
 
 export function createFaceDetector(options: RendererOptions): FaceDetector {
-  return new FaceSwapRenderer(options);
+  return instance(options);
 }

@@ -1,0 +1,61 @@
+import fs from "node:fs/promises";
+import { createRequire } from "node:module";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+import type { Config, Human } from "@vladmandic/human";
+
+const require = createRequire(import.meta.url);
+// The package's exports map resolves "node" to the tfjs-node build (native, not installed); the WASM
+// build sits next to it but is not exported, so it is loaded by path.
+const humanDist = path.dirname(require.resolve("@vladmandic/human"));
+const modelsDir = path.join(humanDist, "..", "models");
+const wasmDir = path.dirname(require.resolve("@tensorflow/tfjs-backend-wasm"));
+
+// Node's fetch has no file: scheme; models are requested from this made-up origin and read from disk.
+const MODEL_ORIGIN = "http://human-models.invalid/";
+
+function serveModelsFromDisk(): void {
+  const networkFetch = globalThis.fetch;
+  globalThis.fetch = async (input, init) => {
+    const url = input instanceof Request ? input.url : String(input);
+    if (!url.startsWith(MODEL_ORIGIN)) return networkFetch(input, init);
+    const file = path.join(modelsDir, path.basename(new URL(url).pathname));
+    return new Response(await fs.readFile(file));
+  };
+}
+
+/** Face detection and 468-point mesh only; the embedding model is switched on per call when needed. */
+const config: Partial<Config> = {
+  backend: "wasm",
+  wasmPath: `${wasmDir}/`,
+  modelBasePath: MODEL_ORIGIN,
+  warmup: "none",
+  debug: false,
+  // Frames that differ little from the previous one reuse its face boxes instead of running the detector.
+  cacheSensitivity: 0.7,
+  filter: { enabled: false } as Config["filter"],
+  gesture: { enabled: false },
+  body: { enabled: false } as Config["body"],
+  hand: { enabled: false } as Config["hand"],
+  object: { enabled: false } as Config["object"],
+  segmentation: { enabled: false } as Config["segmentation"],
+  face: {
+    enabled: true,
+    detector: { rotation: false, maxDetected: 20, skipFrames: 6, skipTime: 1000, minConfidence: 0.3, return: false },
+    mesh: { enabled: true },
+    iris: { enabled: false },
+    emotion: { enabled: false },
+    description: { enabled: false },
+    antispoof: { enabled: false },
+    liveness: { enabled: false },
+    attention: { enabled: false },
+  } as Config["face"],
+};
+
+export async function loadHuman(): Promise<Human> {
+  serveModelsFromDisk();
+  const module = (await import(pathToFileURL(path.join(humanDist, "human.node-wasm.js")).href)) as typeof import("@vladmandic/human");
+  const human = new module.Human(config);
+  await human.load({ face: { description: { enabled: true } } } as Partial<Config>);
+  return human;
+}

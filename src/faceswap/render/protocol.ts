@@ -1,0 +1,35 @@
+import type { SourceFace, StyleParams } from "./swap.js";
+
+/** A face as the worker reports it: box [x, y, width, height] and mesh (x, y pairs) in frame pixels. */
+export interface FaceData {
+  box: [number, number, number, number];
+  score: number;
+  mesh: Float32Array;
+  embedding?: number[];
+}
+
+export interface SwapTarget {
+  /** Index into the job's source faces. */
+  source: number;
+  mesh: Float32Array;
+}
+
+/** Requests to a render worker; each is answered once with the same `id`. */
+export type WorkerRequest =
+  /** Detects faces in a frame and keeps the frame until `finish`. */
+  | { type: "detect"; id: number; job: number; frame: number; pixels: ArrayBuffer; width: number; height: number }
+  /** Embeddings of the faces in a frame held since `detect`. */
+  | { type: "describe"; id: number; job: number; frame: number }
+  /** Draws the targets onto a held frame and hands it back. */
+  | { type: "finish"; id: number; job: number; frame: number; targets: SwapTarget[]; style: StyleParams }
+  /** Faces with embeddings in a still image (source faces, face detection). */
+  | { type: "analyse"; id: number; pixels: ArrayBuffer; width: number; height: number; minConfidence: number }
+  | { type: "similarities"; id: number; embedding: number[]; candidates: number[][] }
+  | { type: "sources"; id: number; job: number; sources: SourceFace[] }
+  /** Drops what the worker holds for a job (frames of a cancelled render, its sources). */
+  | { type: "end"; id: number; job: number };
+
+export type WorkerReply =
+  | { type: "ready" }
+  | { type: "result"; id: number; value: unknown }
+  | { type: "error"; id: number; message: string };

@@ -1,0 +1,91 @@
+import { RenderError, type RenderRequest } from "../renderer.js";
+import { crop, decodeFrames, grow, type RgbImage } from "./images.js";
+import type { FaceData } from "./protocol.js";
+import type { SourceFace } from "./swap.js";
+import type { WorkerPool } from "./worker-pool.js";
+
+/** Faces drawn in a job and, for individual-faces, the embedding of the person each replaces. */
+export interface JobFaces {
+  sources: SourceFace[];
+  /** originals[i] is the face that sources[i] replaces (individual-faces only). */
+  originals: number[][];
+}
+
+const SOURCE_MAX_SIDE = 1024;
+// The detector misses a face that fills the whole picture (a tight crop); such images are retried
+// with a border around them.
+const BORDER = 0.5;
+
+/** The faces in an image with embeddings, largest first; `worker` picks the pool's worker. */
+export async function analyseImage(
+  pool: WorkerPool,
+  image: RgbImage,
+  options: { minConfidence: number; worker: number; retryWithBorder: boolean },
+): Promise<FaceData[]> {
+  const found = await analyse(pool, image, options);
+  if (found.length > 0 || !options.retryWithBorder) return found;
+  const bx = Math.round(image.width * BORDER);
+  const by = Math.round(image.height * BORDER);
+  const bordered = addBorder(image, bx, by);
+  return (await analyse(pool, bordered, options)).map((face) => {
+    const mesh = face.mesh.map((v, i) => v - (i % 2 === 0 ? bx : by));
+    return { ...face, box: [face.box[0] - bx, face.box[1] - by, face.box[2], face.box[3]], mesh };
+  });
+}
+
+async function analyse(pool: WorkerPool, image: RgbImage, options: { minConfidence: number; worker: number }): Promise<FaceData[]> {
+  // A copy: the caller keeps the image, and the copy is transferred.
+  const pixels = new Uint8Array(image.pixels).buffer;
+  const { width, height } = image;
+  const request = { type: "analyse", pixels, width, height, minConfidence: options.minConfidence } as const;
+  const faces = await pool.call<FaceData[]>(options.worker, request, [pixels]);
+  return faces.sort((a, b) => b.box[2] * b.box[3] - a.box[2] * a.box[3]);
+}
+
+function addBorder(image: RgbImage, bx: number, by: number): RgbImage {
+  const width = image.width + 2 * bx;
+  const height = image.height + 2 * by;
+  const pixels = new Uint8Array(width * height * 3).fill(128);
+  for (let row = 0; row < image.height; row++) {
+    pixels.set(image.pixels.subarray(row * image.width * 3, (row + 1) * image.width * 3), ((row + by) * width + bx) * 3);
+  }
+  return { pixels, width, height };
+}
+
+/** The largest face of an image file; a picture without one fails with `no_face_in_source`. */
+async function largestFace(pool: WorkerPool, file: string, signal: AbortSignal): Promise<{ image: RgbImage; face: FaceData }> {
+  let image: RgbImage;
+  try {
+    image = (await decodeFrames(file, { maxLongSide: SOURCE_MAX_SIDE, maxFrames: 1, signal })).frames[0]!;
+  } catch (error) {
+    if (signal.aborted) throw error;
+    throw new RenderError("no_face_in_source", `face image is not a readable picture: ${(error as Error).message}`);
+  }
+  const face = (await analyseImage(pool, image, { minConfidence: 0.3, worker: 0, retryWithBorder: true }))[0];
+  if (!face) throw new RenderError("no_face_in_source", `no face found in ${file.split("/").pop()}`);
+  return { image, face };
+}
+
+async function sourceFace(pool: WorkerPool, file: string, signal: AbortSignal): Promise<SourceFace> {
+  const { image, face } = await largestFace(pool, file, signal);
+  const region = crop(image, grow(face.box, 0.2));
+  const mesh = face.mesh.map((v, i) => v - (i % 2 === 0 ? region.x : region.y));
+  return { pixels: region.pixels, width: region.width, height: region.height, mesh };
+}
+
+/** Detects and meshes the job's new faces (and the originals they replace) once per job. */
+export async function loadJobFaces(pool: WorkerPool, request: RenderRequest): Promise<JobFaces> {
+  if (request.mode === "all-faces") {
+    if (!request.face) throw new RenderError("no_face_in_source", "all-faces needs a face image");
+    return { sources: [await sourceFace(pool, request.face, request.signal)], originals: [] };
+  }
+  const sources: SourceFace[] = [];
+  const originals: number[][] = [];
+  for (const mapping of request.mappings) {
+    const original = await largestFace(pool, mapping.originalFace, request.signal);
+    if (!original.face.embedding) throw new RenderError("no_face_in_source", `no face embedding for ${mapping.originalFace}`);
+    originals.push(original.face.embedding);
+    sources.push(await sourceFace(pool, mapping.newFace, request.signal));
+  }
+  return { sources, originals };
+}

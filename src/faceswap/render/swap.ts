@@ -1,0 +1,273 @@
+import type { StyleVersion } from "../renderer.js";
+
+/** The replacement face: an rgb24 crop around it and its mesh (x, y pairs) in crop pixels. */
+export interface SourceFace {
+  pixels: Uint8Array;
+  width: number;
+  height: number;
+  mesh: Float32Array;
+}
+
+export interface StyleParams {
+  /** Peak opacity of the warped face over the target. */
+  opacity: number;
+  /** How far the warped face's mean Y/Cb/Cr moves to the target's (0..1). */
+  meanTransfer: number;
+  /** How far its contrast (std) moves to the target's (0..1). */
+  stdTransfer: number;
+  /** Unsharp-mask amount on the warped face (0 = off). */
+  sharpen: number;
+  /** Share of the target's own fine detail (high-pass) kept on top of the new face. */
+  keepTexture: number;
+  /** Feather width of the mask edge as a share of the face's size. */
+  feather: number;
+}
+
+/**
+ * v1 blends: the target's skin tone and contrast are taken over completely, a third of its fine
+ * texture stays, and the face is laid at 85 % opacity with a wide feather, so the result sits in the
+ * footage. v2 replaces: full opacity, only the mean colour moves (the source's own contrast and
+ * detail stay), an unsharp mask restores detail the warp softened, and a narrower feather keeps the
+ * new face's outline.
+ */
+export const STYLES: Record<StyleVersion, StyleParams> = {
+  v1: { opacity: 0.85, meanTransfer: 1, stdTransfer: 1, sharpen: 0, keepTexture: 0.35, feather: 0.12 },
+  v2: { opacity: 1, meanTransfer: 0.9, stdTransfer: 0.4, sharpen: 0.8, keepTexture: 0, feather: 0.07 },
+};
+
+const MAX_FEATHER = Math.max(...Object.values(STYLES).map((style) => style.feather));
+
+/** Region of the frame the face is drawn in, and the buffers over it. */
+interface Patch {
+  x0: number;
+  y0: number;
+  w: number;
+  h: number;
+  /** Geometric mean of the mesh's width and height, pixels. */
+  faceSize: number;
+  /** Warped source, rgb floats. */
+  warped: Float32Array;
+  /** 1 where a triangle of the mesh covers the pixel. */
+  covered: Float32Array;
+}
+
+/**
+ * Draws `source` onto the face whose mesh is `target` (x, y pairs in frame pixels) in the rgb24
+ * `frame`, in place: each mesh triangle is affine-warped from the source, the result is
+ * colour-matched to the target's skin in YCbCr and blended through a feathered mask.
+ */
+export function swapFace(
+  frame: Uint8Array,
+  width: number,
+  height: number,
+  target: Float32Array,
+  source: SourceFace,
+  triangles: ArrayLike<number>,
+  style: StyleParams,
+): void {
+  const patch = warpTriangles(width, height, target, source, triangles);
+  if (!patch) return;
+  const { x0, y0, w, h, faceSize, warped, covered } = patch;
+  const targetPatch = new Float32Array(w * h * 3);
+  for (let y = 0; y < h; y++) {
+    const row = ((y0 + y) * width + x0) * 3;
+    for (let i = 0; i < w * 3; i++) targetPatch[y * w * 3 + i] = frame[row + i]!;
+  }
+  transferColour(warped, targetPatch, covered, style);
+  if (style.sharpen > 0) addDetail(warped, warped, w, h, style.sharpen, 1);
+  if (style.keepTexture > 0) addDetail(warped, targetPatch, w, h, style.keepTexture, Math.max(1, Math.round(faceSize / 80)));
+  const alpha = featherMask(covered, w, h, Math.max(2, Math.round(style.feather * faceSize)));
+  for (let y = 0; y < h; y++) {
+    const row = ((y0 + y) * width + x0) * 3;
+    for (let x = 0; x < w; x++) {
+      const a = alpha[y * w + x]! * style.opacity;
+      if (a <= 0) continue;
+      const p = (y * w + x) * 3;
+      for (let c = 0; c < 3; c++) {
+        const v = targetPatch[p + c]! * (1 - a) + warped[p + c]! * a;
+        frame[row + x * 3 + c] = v < 0 ? 0 : v > 255 ? 255 : v + 0.5;
+      }
+    }
+  }
+}
+
+function warpTriangles(
+  width: number,
+  height: number,
+  target: Float32Array,
+  source: SourceFace,
+  triangles: ArrayLike<number>,
+): Patch | undefined {
+  let minX = Infinity, minY = Infinity, maxX = -Infinity, maxY = -Infinity;
+  for (let i = 0; i < target.length; i += 2) {
+    minX = Math.min(minX, target[i]!);
+    maxX = Math.max(maxX, target[i]!);
+    minY = Math.min(minY, target[i + 1]!);
+    maxY = Math.max(maxY, target[i + 1]!);
+  }
+  const faceSize = Math.sqrt((maxX - minX) * (maxY - minY));
+  // Room outside the outline so the feather blur sees uncovered pixels there.
+  const pad = Math.ceil(MAX_FEATHER * faceSize) * 2 + 2;
+  const x0 = Math.max(0, Math.floor(minX) - pad);
+  const y0 = Math.max(0, Math.floor(minY) - pad);
+  const x1 = Math.min(width, Math.ceil(maxX) + pad);
+  const y1 = Math.min(height, Math.ceil(maxY) + pad);
+  const w = x1 - x0;
+  const h = y1 - y0;
+  if (w < 8 || h < 8) return undefined;
+  const warped = new Float32Array(w * h * 3);
+  const covered = new Float32Array(w * h);
+  const src = source.pixels;
+  const sw = source.width;
+  const sh = source.height;
+  for (let t = 0; t + 2 < triangles.length; t += 3) {
+    const a = triangles[t]! * 2, b = triangles[t + 1]! * 2, c = triangles[t + 2]! * 2;
+    const ax = target[a]! - x0, ay = target[a + 1]! - y0;
+    const bx = target[b]! - x0, by = target[b + 1]! - y0;
+    const cx = target[c]! - x0, cy = target[c + 1]! - y0;
+    const area = (bx - ax) * (cy - ay) - (by - ay) * (cx - ax);
+    const sax = source.mesh[a]!, say = source.mesh[a + 1]!;
+    const sbx = source.mesh[b]!, sby = source.mesh[b + 1]!;
+    const scx = source.mesh[c]!, scy = source.mesh[c + 1]!;
+    const sourceArea = (sbx - sax) * (scy - say) - (sby - say) * (scx - sax);
+    // A triangle that turned over faces away from the camera (head turned); its far side is hidden.
+    if (Math.abs(area) < 1e-3 || area * sourceArea <= 0) continue;
+    // Barycentric weights of a target pixel give its source position.
+    const inv = 1 / area;
+    const tx0 = Math.max(0, Math.floor(Math.min(ax, bx, cx)));
+    const tx1 = Math.min(w - 1, Math.ceil(Math.max(ax, bx, cx)));
+    const ty0 = Math.max(0, Math.floor(Math.min(ay, by, cy)));
+    const ty1 = Math.min(h - 1, Math.ceil(Math.max(ay, by, cy)));
+    // A small tolerance closes hairline cracks between neighbouring triangles.
+    const eps = -0.02;
+    for (let y = ty0; y <= ty1; y++) {
+      const py = y + 0.5;
+      for (let x = tx0; x <= tx1; x++) {
+        const px = x + 0.5;
+        const wa = ((bx - px) * (cy - py) - (by - py) * (cx - px)) * inv;
+        const wb = ((cx - px) * (ay - py) - (cy - py) * (ax - px)) * inv;
+        const wc = 1 - wa - wb;
+        if (wa < eps || wb < eps || wc < eps) continue;
+        const sx = Math.min(sw - 1.001, Math.max(0, wa * sax + wb * sbx + wc * scx - 0.5));
+        const sy = Math.min(sh - 1.001, Math.max(0, wa * say + wb * sby + wc * scy - 0.5));
+        const ix = sx | 0, iy = sy | 0;
+        const fx = sx - ix, fy = sy - iy;
+        const p00 = (iy * sw + ix) * 3, p01 = p00 + 3, p10 = p00 + sw * 3, p11 = p10 + 3;
+        const o = (y * w + x) * 3;
+        for (let ch = 0; ch < 3; ch++) {
+          const top = src[p00 + ch]! + (src[p01 + ch]! - src[p00 + ch]!) * fx;
+          const bottom = src[p10 + ch]! + (src[p11 + ch]! - src[p10 + ch]!) * fx;
+          warped[o + ch] = top + (bottom - top) * fy;
+        }
+        covered[y * w + x] = 1;
+      }
+    }
+  }
+  return { x0, y0, w, h, faceSize, warped, covered };
+}
+
+/** Mean/std transfer of the warped face towards the target, per YCbCr channel, over covered pixels. */
+function transferColour(warped: Float32Array, target: Float32Array, covered: Float32Array, style: StyleParams): void {
+  const sum = new Float64Array(12);
+  let n = 0;
+  for (let i = 0; i < covered.length; i++) {
+    if (covered[i] === 0) continue;
+    n++;
+    toYCbCr(warped, i * 3);
+    const [wy, wcb, wcr] = ycbcr;
+    toYCbCr(target, i * 3);
+    const [ty, tcb, tcr] = ycbcr;
+    sum[0]! += wy; sum[1]! += wcb; sum[2]! += wcr;
+    sum[3]! += wy * wy; sum[4]! += wcb * wcb; sum[5]! += wcr * wcr;
+    sum[6]! += ty; sum[7]! += tcb; sum[8]! += tcr;
+    sum[9]! += ty * ty; sum[10]! += tcb * tcb; sum[11]! += tcr * tcr;
+  }
+  if (n < 16) return;
+  const shift = [0, 0, 0];
+  const scale = [1, 1, 1];
+  const mean = [0, 0, 0];
+  for (let c = 0; c < 3; c++) {
+    const ms = sum[c]! / n, mt = sum[6 + c]! / n;
+    const ss = Math.sqrt(Math.max(1, sum[3 + c]! / n - ms * ms));
+    const st = Math.sqrt(Math.max(1, sum[9 + c]! / n - mt * mt));
+    mean[c] = ms;
+    scale[c] = 1 + style.stdTransfer * (Math.min(3, st / ss) - 1);
+    shift[c] = style.meanTransfer * (mt - ms);
+  }
+  for (let i = 0; i < covered.length; i++) {
+    if (covered[i] === 0) continue;
+    toYCbCr(warped, i * 3);
+    for (let c = 0; c < 3; c++) ycbcr[c] = (ycbcr[c]! - mean[c]!) * scale[c]! + mean[c]! + shift[c]!;
+    fromYCbCr(warped, i * 3);
+  }
+}
+
+const ycbcr: [number, number, number] = [0, 0, 0];
+
+function toYCbCr(rgb: Float32Array, p: number): void {
+  const r = rgb[p]!, g = rgb[p + 1]!, b = rgb[p + 2]!;
+  ycbcr[0] = 0.299 * r + 0.587 * g + 0.114 * b;
+  ycbcr[1] = -0.168736 * r - 0.331264 * g + 0.5 * b;
+  ycbcr[2] = 0.5 * r - 0.418688 * g - 0.081312 * b;
+}
+
+function fromYCbCr(rgb: Float32Array, p: number): void {
+  const [y, cb, cr] = ycbcr;
+  rgb[p] = y + 1.402 * cr;
+  rgb[p + 1] = y - 0.344136 * cb - 0.714136 * cr;
+  rgb[p + 2] = y + 1.772 * cb;
+}
+
+/** Adds `amount` times the high-pass of `from` (itself minus its box blur of `radius`) to `to`. */
+function addDetail(to: Float32Array, from: Float32Array, w: number, h: number, amount: number, radius: number): void {
+  const blurred = boxBlur(from, w, h, 3, radius);
+  for (let i = 0; i < to.length; i++) to[i]! += amount * (from[i]! - blurred[i]!);
+}
+
+/**
+ * Opacity from the covered area: blurred twice, then only its inner half kept, so the face fades in
+ * over `radius` pixels inside its outline and never bleeds outside it.
+ */
+function featherMask(covered: Float32Array, w: number, h: number, radius: number): Float32Array {
+  const blurred = boxBlur(boxBlur(covered, w, h, 1, radius), w, h, 1, radius);
+  for (let i = 0; i < blurred.length; i++) {
+    const t = Math.min(1, Math.max(0, (blurred[i]! - 0.5) * 2));
+    blurred[i] = t * t * (3 - 2 * t);
+  }
+  return blurred;
+}
+
+/** Separable box blur with running sums (edges clamped), any number of interleaved channels. */
+export function boxBlur(input: Float32Array, w: number, h: number, channels: number, radius: number): Float32Array {
+  const tmp = new Float32Array(input.length);
+  const out = new Float32Array(input.length);
+  blurLine(input, tmp, h, w, channels, radius, w * channels, channels);
+  blurLine(tmp, out, w, h, channels, radius, channels, w * channels);
+  return out;
+}
+
+/** Blurs `lines` lines of `length` samples each; `lineStride` and `step` are in array elements. */
+function blurLine(
+  input: Float32Array,
+  out: Float32Array,
+  lines: number,
+  length: number,
+  channels: number,
+  radius: number,
+  lineStride: number,
+  step: number,
+): void {
+  const norm = 1 / (2 * radius + 1);
+  for (let line = 0; line < lines; line++) {
+    for (let c = 0; c < channels; c++) {
+      const base = line * lineStride + c;
+      const at = (i: number) => input[base + Math.min(length - 1, Math.max(0, i)) * step]!;
+      let acc = 0;
+      for (let i = -radius; i <= radius; i++) acc += at(i);
+      for (let i = 0; i < length; i++) {
+        out[base + i * step] = acc * norm;
+        acc += at(i + radius + 1) - at(i - radius);
+      }
+    }
+  }
+}

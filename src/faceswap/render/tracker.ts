@@ -1,0 +1,106 @@
+import type { FaceData } from "./protocol.js";
+
+/** A face followed across frames: same person, smoothed landmarks. */
+export interface Track {
+  id: number;
+  box: [number, number, number, number];
+  /** Smoothed mesh (x, y pairs), what is drawn. */
+  mesh: Float32Array;
+  /** Smoothed landmark velocity, pixels per second. */
+  velocity: Float32Array;
+  lastFrame: number;
+  /** Index of the source face drawn on it; undefined while unknown, -1 for none. */
+  source: number | undefined;
+  /** Frame from which to try identifying it again while `source` is unknown. */
+  describeAt: number;
+}
+
+const MIN_IOU = 0.3;
+// One-euro filter (Casiez et al.): heavy smoothing while a face is still, little when it moves fast,
+// so landmarks do not jitter and yet do not lag. Speeds are in face sizes per second.
+const MIN_CUTOFF_HZ = 1.5;
+const BETA = 1.5;
+const DERIVATIVE_CUTOFF_HZ = 1;
+
+/** Matches each frame's faces to tracks by box overlap and smooths their meshes over time. */
+export class FaceTracker {
+  private tracks: Track[] = [];
+  private nextId = 1;
+  private readonly maxGap: number;
+
+  constructor(private readonly fps: number) {
+    // A face missed for half a second (occlusion, a detector miss) keeps its track and identity.
+    this.maxGap = Math.max(2, Math.round(fps / 2));
+  }
+
+  /** The tracks of the faces in `frame`, in the order of `faces`; new faces start new tracks. */
+  update(frame: number, faces: FaceData[]): Track[] {
+    this.tracks = this.tracks.filter((track) => frame - track.lastFrame <= this.maxGap);
+    const pairs: Array<[number, number, number]> = [];
+    faces.forEach((face, f) =>
+      this.tracks.forEach((track, t) => {
+        const overlap = iou(face.box, track.box);
+        if (overlap >= MIN_IOU) pairs.push([overlap, f, t]);
+      }),
+    );
+    pairs.sort((a, b) => b[0] - a[0]);
+    const matched = new Array<Track | undefined>(faces.length);
+    const taken = new Set<number>();
+    for (const [, f, t] of pairs) {
+      if (matched[f] || taken.has(t)) continue;
+      matched[f] = this.tracks[t];
+      taken.add(t);
+    }
+    return faces.map((face, f) => {
+      const track = matched[f];
+      if (!track) return this.start(frame, face);
+      this.smooth(track, face, frame);
+      return track;
+    });
+  }
+
+  private start(frame: number, face: FaceData): Track {
+    const track: Track = {
+      id: this.nextId++,
+      box: face.box,
+      mesh: Float32Array.from(face.mesh),
+      velocity: new Float32Array(face.mesh.length),
+      lastFrame: frame,
+      source: undefined,
+      describeAt: frame,
+    };
+    this.tracks.push(track);
+    return track;
+  }
+
+  private smooth(track: Track, face: FaceData, frame: number): void {
+    const dt = (frame - track.lastFrame) / this.fps;
+    const size = Math.max(1, Math.sqrt(face.box[2] * face.box[3]));
+    const derivativeAlpha = alpha(DERIVATIVE_CUTOFF_HZ, dt);
+    for (let i = 0; i < face.mesh.length; i++) {
+      const previous = track.mesh[i]!;
+      const speed = (face.mesh[i]! - previous) / dt;
+      const velocity = track.velocity[i]! + derivativeAlpha * (speed - track.velocity[i]!);
+      track.velocity[i] = velocity;
+      const cutoff = MIN_CUTOFF_HZ + (BETA * Math.abs(velocity)) / size;
+      track.mesh[i] = previous + alpha(cutoff, dt) * (face.mesh[i]! - previous);
+    }
+    track.box = face.box;
+    track.lastFrame = frame;
+  }
+}
+
+function alpha(cutoffHz: number, dt: number): number {
+  const tau = 1 / (2 * Math.PI * cutoffHz);
+  return 1 / (1 + tau / dt);
+}
+
+export function iou(a: readonly number[], b: readonly number[]): number {
+  const [ax, ay, aw, ah] = a as [number, number, number, number];
+  const [bx, by, bw, bh] = b as [number, number, number, number];
+  const w = Math.min(ax + aw, bx + bw) - Math.max(ax, bx);
+  const h = Math.min(ay + ah, by + bh) - Math.max(ay, by);
+  if (w <= 0 || h <= 0) return 0;
+  const inter = w * h;
+  return inter / (aw * ah + bw * bh - inter);
+}

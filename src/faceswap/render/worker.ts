@@ -1,0 +1,91 @@
+import { parentPort } from "node:worker_threads";
+import type { Config, FaceResult } from "@vladmandic/human";
+import { loadHuman } from "./human.js";
+import type { FaceData, WorkerReply, WorkerRequest } from "./protocol.js";
+import { swapFace, type SourceFace } from "./swap.js";
+
+/**
+ * One render worker: its own Human instance (tfjs WASM is single-threaded, so one per core) that
+ * detects faces in the frames it is given and draws the swapped faces into them.
+ */
+const port = parentPort!;
+const human = await loadHuman();
+const held = new Map<string, { pixels: Uint8Array; width: number; height: number }>();
+const sources = new Map<number, SourceFace[]>();
+
+function toFaceData(face: FaceResult): FaceData {
+  const mesh = new Float32Array(face.mesh.length * 2);
+  face.mesh.forEach((point, i) => {
+    mesh[i * 2] = point[0];
+    mesh[i * 2 + 1] = point[1];
+  });
+  const data: FaceData = { box: [...face.box], score: face.score, mesh };
+  if (face.embedding?.length) data.embedding = face.embedding;
+  return data;
+}
+
+async function faces(pixels: Uint8Array, width: number, height: number, options: { describe: boolean; minConfidence?: number }) {
+  const tensor = human.tf.tensor3d(pixels, [height, width, 3], "int32");
+  try {
+    const detector = options.minConfidence === undefined ? {} : { minConfidence: options.minConfidence };
+    const config = { face: { detector, description: { enabled: options.describe } } } as Partial<Config>;
+    const result = await human.detect(tensor, config);
+    return result.face.filter((face) => face.mesh.length > 0).map(toFaceData);
+  } finally {
+    human.tf.dispose(tensor);
+  }
+}
+
+function heldFrame(job: number, frame: number) {
+  const entry = held.get(`${job}:${frame}`);
+  if (!entry) throw new Error(`frame ${frame} of job ${job} is not held`);
+  return entry;
+}
+
+async function handle(request: WorkerRequest): Promise<{ value: unknown; transfer?: ArrayBuffer[] }> {
+  switch (request.type) {
+    case "detect": {
+      const pixels = new Uint8Array(request.pixels);
+      held.set(`${request.job}:${request.frame}`, { pixels, width: request.width, height: request.height });
+      return { value: await faces(pixels, request.width, request.height, { describe: false }) };
+    }
+    case "describe": {
+      const { pixels, width, height } = heldFrame(request.job, request.frame);
+      return { value: await faces(pixels, width, height, { describe: true }) };
+    }
+    case "finish": {
+      const { pixels, width, height } = heldFrame(request.job, request.frame);
+      held.delete(`${request.job}:${request.frame}`);
+      const jobSources = sources.get(request.job) ?? [];
+      for (const target of request.targets) {
+        const source = jobSources[target.source];
+        if (source) swapFace(pixels, width, height, target.mesh, source, human.faceTriangulation, request.style);
+      }
+      return { value: pixels.buffer, transfer: [pixels.buffer as ArrayBuffer] };
+    }
+    case "analyse": {
+      const pixels = new Uint8Array(request.pixels);
+      return { value: await faces(pixels, request.width, request.height, { describe: true, minConfidence: request.minConfidence }) };
+    }
+    case "similarities":
+      return { value: request.candidates.map((candidate) => human.match.similarity(request.embedding, candidate)) };
+    case "sources":
+      sources.set(request.job, request.sources);
+      return { value: null };
+    case "end":
+      sources.delete(request.job);
+      for (const key of held.keys()) if (key.startsWith(`${request.job}:`)) held.delete(key);
+      return { value: null };
+  }
+}
+
+// One request at a time: a Human instance keeps per-call state (its config, the cached face boxes).
+let queue: Promise<void> = Promise.resolve();
+port.on("message", (request: WorkerRequest) => {
+  queue = queue.then(() => handle(request)).then(
+    ({ value, transfer }) => port.postMessage({ type: "result", id: request.id, value } satisfies WorkerReply, transfer ?? []),
+    (error: unknown) =>
+      port.postMessage({ type: "error", id: request.id, message: error instanceof Error ? error.message : String(error) } satisfies WorkerReply),
+  );
+});
+port.postMessage({ type: "ready" } satisfies WorkerReply);
