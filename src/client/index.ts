@@ -14,11 +14,20 @@ import * as registryMessages from "../../gen/v1/registry_service.js";
 import { RegistryServiceService } from "../../gen/v1/registry_service.js";
 import * as webhookMessages from "../../gen/webhook/v1/webhook_service.js";
 import { WebhookServiceService } from "../../gen/webhook/v1/webhook_service.js";
+import { generate, type FaceSwapGenerateRequest, type GenerateOptions, type GenerateResult } from "./generate.js";
 import { promiseClient, type ConnectOptions, type PromiseClient } from "./grpc.js";
 
 export { ApiError, Code } from "./errors.js";
 export { verifySignature as verifyWebhookSignature } from "../webhooks/signature.js";
 export type { CallSettings, ConnectOptions, PromiseClient } from "./grpc.js";
+export {
+  downloadProjectOutputs,
+  FaceSwapInputError,
+  FaceSwapJobError,
+  generate as generateFaceSwap,
+  TransferError,
+} from "./generate.js";
+export type { DownloadOptions, FaceSwapGenerateRequest, GenerateOptions, GenerateProgress, GenerateResult, VideoProject } from "./generate.js";
 
 export interface AtriumClient {
   namespaces: PromiseClient<typeof NamespaceServiceService>;
@@ -27,7 +36,10 @@ export interface AtriumClient {
   admin: PromiseClient<typeof AdminServiceService>;
   account: PromiseClient<typeof AccountServiceService>;
   files: PromiseClient<typeof FilesServiceService>;
-  faceSwap: PromiseClient<typeof FaceSwapServiceService>;
+  faceSwap: PromiseClient<typeof FaceSwapServiceService> & {
+    /** Upload local inputs, create, wait and download: see generateFaceSwap. */
+    generate(request: FaceSwapGenerateRequest, options?: GenerateOptions): Promise<GenerateResult>;
+  };
   videoProjects: PromiseClient<typeof VideoProjectsServiceService>;
   faceDetection: PromiseClient<typeof FaceDetectionServiceService>;
   close(): void;
@@ -41,9 +53,13 @@ export function createClient(options: ConnectOptions): AtriumClient {
   const admin = promiseClient(AdminServiceService, adminMessages, options);
   const account = promiseClient(AccountServiceService, adminMessages, options);
   const files = promiseClient(FilesServiceService, filesMessages, options);
-  const faceSwap = promiseClient(FaceSwapServiceService, faceSwapMessages, options);
+  const faceSwapCalls = promiseClient(FaceSwapServiceService, faceSwapMessages, options);
   const videoProjects = promiseClient(VideoProjectsServiceService, videoProjectMessages, options);
   const faceDetection = promiseClient(FaceDetectionServiceService, faceDetectionMessages, options);
+  const faceSwap = Object.assign(faceSwapCalls, {
+    generate: (request: FaceSwapGenerateRequest, generateOptions?: GenerateOptions) =>
+      generate({ files, faceSwap, videoProjects }, request, generateOptions),
+  });
   const all = [namespaces, registry, webhooks, admin, account, files, faceSwap, videoProjects, faceDetection];
   return {
     namespaces,
