@@ -4,15 +4,19 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
+import { credentials, makeGenericClientConstructor, Metadata } from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CreateFaceSwapRequest, FaceSwapServiceService } from "../gen/faceswap/v1/face_swap_service.js";
 import { Code } from "../src/client/index.js";
 import { UrlSigner } from "../src/platform/blobs/signed-urls.js";
-import { runFfmpeg } from "../src/platform/media/ffmpeg.js";
+import { probeMedia, runFfmpeg } from "../src/platform/media/ffmpeg.js";
 import { createAccountWithKey } from "./support/accounts.js";
-import { startTestApp, type TestApp } from "./support/app.js";
+import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/app.js";
 import { createTestDatabase } from "./support/database.js";
-import { api, expectFailure, expectOk, fundedAccount, TRANSPORTS, uploadFile } from "./support/faceswap.js";
+import { until } from "./support/expect.js";
+import { api, expectFailure, expectOk, fundedAccount, toCamel, TRANSPORTS, uploadFile, type Outcome } from "./support/faceswap.js";
 import { makeClip, samplePhoto } from "./support/footage.js";
+import { Receiver } from "./support/receiver.js";
 
 const SECRET = "faceswap-api-test-blob-signing-secret-0123456789";
 const UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
@@ -28,6 +32,8 @@ let filesUrl: string;
 
 /** 2 s, 10 fps, 320x214, a face in every frame. */
 let clip: string;
+/** 1 s, 5 fps, 1280x854. */
+let wideClip: string;
 /** A 16x16 PNG, small enough for q's image limit. */
 let tinyPng: string;
 
@@ -47,9 +53,10 @@ beforeAll(async () => {
   const env = { BLOB_SIGNING_SECRET: SECRET, JOB_POLL_MS: "200" };
   const footage = Promise.all([
     makeClip(path.join(dir, "clip.mp4"), { seconds: 2, fps: 10, width: 320 }),
+    makeClip(path.join(dir, "wide.mp4"), { seconds: 1, fps: 5, width: 1280 }),
     runFfmpeg(["-y", "-loglevel", "error", "-f", "lavfi", "-i", "color=c=red:s=16x16", "-frames:v", "1", path.join(dir, "tiny.png")]),
   ]);
-  [t, q, [clip]] = await Promise.all([
+  [t, q, [clip, wideClip]] = await Promise.all([
     createTestDatabase().then((db) => startTestApp(db, { ...env, DATA_DIR: path.join(dir, "t-data") })),
     createTestDatabase().then((db) =>
       startTestApp(db, {
@@ -399,3 +406,298 @@ describe("CreateFaceSwap rules", () => {
   });
 });
 
+
+/** A fresh funded account on `app` with the clip and a face uploaded; `request(start, end)` builds a create request with them. */
+async function workspace(app: TestApp, credits: number, options: { plan?: "free" | "pro" | "business"; video?: string; scopes?: string[] } = {}) {
+  const user = await fundedAccount(app, credits, options.plan ?? "free", options.scopes);
+  const [video, image] = await Promise.all([
+    uploadFile(app, user.key, "video", "mp4", options.video ?? clip),
+    app === q ? uploadFile(app, user.key, "image", "png", tinyPng) : uploadFile(app, user.key, "image", "jpg", samplePhoto(2)),
+  ]);
+  const request = (start: number, end: number, extra: Record<string, unknown> = {}) => ({
+    assets: { video_source: "file", video_file_path: video, image_file_path: image },
+    start_seconds: start,
+    end_seconds: end,
+    ...extra,
+  });
+  return { ...user, video, image, request };
+}
+
+/** Polls the project until it leaves queued/rendering; fails at once if it did not complete. */
+async function completed(client: ReturnType<typeof api>, id: string): Promise<Outcome["body"]> {
+  let project: Outcome["body"];
+  await until(
+    async () => {
+      const outcome = await client.get(id);
+      expectOk(outcome);
+      project = outcome.body;
+      return project.status !== "queued" && project.status !== "rendering";
+    },
+    45_000,
+    `project ${id} to finish`,
+  );
+  expect(project, JSON.stringify(project)).toMatchObject({ status: "complete", error: null });
+  return project;
+}
+
+async function download(url: string, name: string): Promise<string> {
+  const response = await fetch(url);
+  expect(response.status).toBe(200);
+  expect(response.headers.get("content-type")).toBe("video/mp4");
+  const file = path.join(dir, `${name}-${randomUUID()}.mp4`);
+  await fs.writeFile(file, Buffer.from(await response.arrayBuffer()));
+  return file;
+}
+
+describe("credits", () => {
+  it.each(TRANSPORTS)("%s: reserves ceil((end - start) * 30) at once, end clipped to the video; cancel refunds it all, once", async (transport) => {
+    const w = await workspace(q, 1000);
+    const client = api(q, transport, w.key);
+    const first = await client.createFaceSwap(w.request(0, 10));
+    expectOk(first);
+    // The clip is 2 s: 0..10 is billed as 0..2.
+    expect(first.body).toMatchObject({ credits_charged: 60, estimated_frame_cost: 60 });
+    expect(await client.account()).toMatchObject({ credit_balance: 940, credits_reserved: 60 });
+    const second = await client.createFaceSwap(w.request(0.5, 1.75));
+    expect(second.body).toMatchObject({ credits_charged: 38, estimated_frame_cost: 38 });
+    expect(await client.account()).toMatchObject({ credit_balance: 902, credits_reserved: 98 });
+
+    const queued = await client.get(first.body.id);
+    expect(queued.body).toMatchObject({
+      status: "queued",
+      start_seconds: 0,
+      end_seconds: 2,
+      credits_charged: 60,
+      total_frame_cost: 60,
+      frames_rendered: 0,
+      frames_total: 20,
+      fps: 10,
+      enabled: true,
+      downloads: [],
+      download: null,
+      error: null,
+    });
+
+    const canceled = await client.cancel(first.body.id);
+    expectOk(canceled);
+    expect(canceled.body).toMatchObject({ id: first.body.id, status: "canceled", credits_charged: 0, downloads: [] });
+    expect(await client.account()).toMatchObject({ credit_balance: 962, credits_reserved: 38 });
+    const again = await client.cancel(first.body.id);
+    expectOk(again);
+    expect(again.body.status).toBe("canceled");
+    expect(await client.account()).toMatchObject({ credit_balance: 962, credits_reserved: 38 });
+
+    // Delete cancels a queued project first, refunding it.
+    expectOk(await client.delete(second.body.id));
+    expect((await client.get(second.body.id)).body).toMatchObject({ status: "canceled", enabled: false });
+    expect(await client.account()).toMatchObject({ credit_balance: 1000, credits_reserved: 0 });
+  });
+
+  it.each(TRANSPORTS)("%s: too few credits is RESOURCE_EXHAUSTED naming the shortfall; nothing queued; a quota.exceeded event", async (transport) => {
+    const w = await workspace(t, 10, { scopes: ["webhooks"] });
+    let secret = "";
+    const receiver = await Receiver.start(() => secret);
+    try {
+      const { webhook } = await t.client(w.key).webhooks.createWebhook({ url: receiver.url, events: ["quota.exceeded"] });
+      secret = webhook!.secret;
+      const client = api(t, transport, w.key);
+      const outcome = await client.createFaceSwap(w.request(0, 2));
+      expectFailure(outcome, Code.RESOURCE_EXHAUSTED, 429);
+      expect(outcome.reason).toBe("INSUFFICIENT_CREDITS");
+      expect(outcome.message).toContain("60");
+      expect(outcome.message).toContain("short by 50");
+      expect((await client.list()).body.projects).toEqual([]);
+      expect(await client.account()).toMatchObject({ credit_balance: 10, credits_reserved: 0 });
+
+      const [delivery] = await receiver.waitFor(1);
+      expect(delivery!.signatureValid).toBe(true);
+      expect(delivery!.body).toMatchObject({
+        event: "quota.exceeded",
+        data: { quota: "credits", required: 60, balance: 10, shortfall: 50 },
+      });
+    } finally {
+      await receiver.stop();
+    }
+  });
+
+  it.each(TRANSPORTS)("%s: settles to the frames rendered; a complete project cannot be canceled; delete removes its output", async (transport) => {
+    const w = await workspace(t, 1000);
+    const client = api(t, transport, w.key);
+    const created = await client.createFaceSwap(w.request(0, 10));
+    expectOk(created);
+    expect(created.body.credits_charged).toBe(60);
+    const project = await completed(client, created.body.id);
+    // 2 s at 10 fps: 20 frames rendered, quoted at 30 fps.
+    expect(project).toMatchObject({ frames_rendered: 20, frames_total: 20, credits_charged: 20, total_frame_cost: 20, enabled: true });
+    expect(Date.parse(project.started_at)).toBeLessThanOrEqual(Date.parse(project.finished_at));
+    expect(project.downloads).toHaveLength(1);
+    expect(project.download).toEqual(project.downloads[0]);
+    expect(Math.abs(Date.parse(project.download.expires_at) - (Date.now() + 24 * 3600_000))).toBeLessThan(60_000);
+    expect(await client.account()).toMatchObject({ credit_balance: 980, credits_reserved: 0 });
+
+    const url = project.download.url as string;
+    const output = await probeMedia(await download(url, "settled"));
+    expect(output).toMatchObject({ width: 320, height: 214, fps: 10, still: false });
+    const part = await fetch(url, { headers: { range: "bytes=0-9" } });
+    expect(part.status).toBe(206);
+    expect(part.headers.get("content-range")).toMatch(/^bytes 0-9\/\d+$/);
+
+    expectFailure(await client.cancel(created.body.id), Code.FAILED_PRECONDITION, 400);
+    expect(await client.account()).toMatchObject({ credit_balance: 980, credits_reserved: 0 });
+
+    expectOk(await client.delete(created.body.id));
+    expect((await client.get(created.body.id)).body).toMatchObject({ status: "complete", enabled: false, downloads: [], download: null });
+    expect((await fetch(url)).status).toBe(404);
+    expect(await client.account()).toMatchObject({ credit_balance: 980 });
+  });
+});
+
+describe("plans", () => {
+  it("caps the long side at 576 (free), 1080 (pro), never upscales (business); project and file agree", async () => {
+    const cases = [
+      { plan: "free", transport: "grpc", width: 576, height: 384 },
+      { plan: "pro", transport: "http", width: 1080, height: 720 },
+      { plan: "business", transport: "grpc", width: 1280, height: 854 },
+    ] as const;
+    await Promise.all(
+      cases.map(async ({ plan, transport, width, height }) => {
+        const w = await workspace(t, 100, { plan, video: wideClip });
+        const client = api(t, transport, w.key);
+        expect((await client.account()).plan).toBe(plan);
+        const created = await client.createFaceSwap(w.request(0, 1));
+        expectOk(created);
+        const project = await completed(client, created.body.id);
+        expect({ plan, width: project.width, height: project.height }).toEqual({ plan, width, height });
+        const file = await probeMedia(await download(project.download.url, plan));
+        expect({ plan, width: file.width, height: file.height }).toEqual({ plan, width, height });
+      }),
+    );
+  });
+
+  it.each(TRANSPORTS)("%s: SetAccountPlan refuses an unknown plan naming plan", async (transport) => {
+    const user = await createAccountWithKey(t, ["faceswap"]);
+    const outcome: Outcome =
+      transport === "grpc"
+        ? await t.admin.admin.setAccountPlan({ accountId: user.accountId, plan: "gold" }).then(
+            () => ({ code: 0 }) as Outcome,
+            (e: { code: number; message: string; fieldViolations: { field: string }[] }) =>
+              ({ transport, code: e.code, message: e.message, fields: e.fieldViolations.map((v) => v.field) }) as Outcome,
+          )
+        : await t.http("POST", `/v1/admin/accounts/${user.accountId}/plan`, { token: ADMIN_TOKEN, body: { plan: "gold" } }).then(
+            (r) =>
+              ({
+                transport,
+                code: r.body.code,
+                status: r.status,
+                body: r.body,
+                message: r.body.message,
+                fields: r.body.details.flatMap((d: { field_violations?: { field: string }[] }) => d.field_violations ?? []).map((v: { field: string }) => v.field),
+              }) as Outcome,
+          );
+    expectFailure(outcome, Code.INVALID_ARGUMENT, 400, "plan");
+    expect((await api(t, transport, user.key).account()).plan).toBe("free");
+  });
+});
+
+describe("video projects", () => {
+  it.each(TRANSPORTS)("%s: another account's project, an unknown id and a malformed id are NOT_FOUND", async (transport) => {
+    const a = await workspace(q, 100);
+    const b = await fundedAccount(q, 100);
+    const created = await api(q, "grpc", a.key).createFaceSwap(a.request(0, 1));
+    const stranger = api(q, transport, b.key);
+    for (const outcome of [
+      await stranger.get(created.body.id),
+      await stranger.cancel(created.body.id),
+      await stranger.delete(created.body.id),
+      await stranger.get(randomUUID()),
+      await stranger.get("not-a-uuid"),
+    ]) {
+      expectFailure(outcome, Code.NOT_FOUND, 404);
+    }
+    expect((await api(q, transport, a.key).get(created.body.id)).body).toMatchObject({ status: "queued", enabled: true });
+  });
+
+  it.each(TRANSPORTS)("%s: lists newest first, paged with page_size and page_token", async (transport) => {
+    const w = await workspace(q, 1000);
+    const client = api(q, transport, w.key);
+    const ids: string[] = [];
+    for (const name of ["p1", "p2", "p3"]) ids.push((await client.createFaceSwap(w.request(0, 1, { name }))).body.id);
+    const first = await client.list({ page_size: 2 });
+    expectOk(first);
+    expect(first.body.projects.map((p: { name: string }) => p.name)).toEqual(["p3", "p2"]);
+    expect(first.body.next_page_token).not.toBe("");
+    const second = await client.list({ page_size: 2, page_token: first.body.next_page_token });
+    expect(second.body.projects.map((p: { id: string }) => p.id)).toEqual([ids[0]]);
+    expect(second.body.next_page_token).toBe("");
+    const all = await client.list();
+    expect(all.body.projects.map((p: { id: string }) => p.id)).toEqual([...ids].reverse());
+    expect(all.body.next_page_token).toBe("");
+
+    expectFailure(await client.list({ page_token: "garbage" }), Code.INVALID_ARGUMENT, 400, "page_token");
+    expectFailure(await client.list({ page_size: -1 }), Code.INVALID_ARGUMENT, 400, "page_size");
+  });
+
+  it("http: the status record has every field, error and download null until set", async () => {
+    const w = await workspace(q, 100);
+    const client = api(q, "http", w.key);
+    const created = await client.createFaceSwap(w.request(0, 1, { name: "fields" }));
+    const fields = [
+      "id", "name", "status", "type", "created_at", "width", "height", "enabled", "start_seconds", "end_seconds",
+      "credits_charged", "total_frame_cost", "fps", "error", "downloads", "download", "frames_rendered", "frames_total",
+      "started_at", "finished_at",
+    ];
+    const got = await client.get(created.body.id);
+    expect(Object.keys(got.body).sort()).toEqual([...fields].sort());
+    expect(got.body).toMatchObject({ id: created.body.id, name: "fields", status: "queued", type: "FACE_SWAP", error: null, download: null, downloads: [] });
+    expect(got.body.created_at).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/);
+    const listed = (await client.list()).body.projects[0];
+    expect(Object.keys(listed).sort()).toEqual([...fields].sort());
+    const canceled = await client.cancel(created.body.id);
+    expect(Object.keys(canceled.body).sort()).toEqual([...fields].sort());
+    expect(canceled.body.finished_at).not.toBeNull();
+  });
+
+  it("grpc: deprecated width/height also answer a deprecation header in the initial metadata", async () => {
+    const headers = await createWithRawGrpc(q, owner.key, valid({ width: 640 }));
+    expect(headers.get("deprecation")).toEqual(["true"]);
+    expect(String(headers.get("warning")[0])).toContain("deprecated");
+  });
+});
+
+describe("auth", () => {
+  describe.each(TRANSPORTS)("%s", (transport) => {
+    it("refuses a call without a key (401) and a key without the faceswap scope (403)", async () => {
+      const webhooksOnly = await createAccountWithKey(q, ["webhooks"]);
+      for (const [key, code, status] of [
+        ["", Code.UNAUTHENTICATED, 401],
+        ["not-a-key-0123456789", Code.UNAUTHENTICATED, 401],
+        [webhooksOnly.key, Code.PERMISSION_DENIED, 403],
+      ] as const) {
+        const client = api(q, transport, key);
+        expectFailure(await client.createUploadUrls({ items: [{ type: "video", extension: "mp4" }] }), code, status);
+        expectFailure(await client.createFaceSwap(valid()), code, status);
+        expectFailure(await client.list(), code, status);
+        expectFailure(await client.get(randomUUID()), code, status);
+      }
+    });
+  });
+});
+
+/** CreateFaceSwap with grpc-js itself, to read the response's initial metadata. */
+async function createWithRawGrpc(app: TestApp, key: string, request: Record<string, unknown>): Promise<Metadata> {
+  const Client = makeGenericClientConstructor(FaceSwapServiceService, "faceswap.v1.FaceSwapService");
+  const client = new Client(app.grpcAddress, credentials.createInsecure());
+  const metadata = new Metadata();
+  metadata.set("authorization", `Bearer ${key}`);
+  try {
+    return await new Promise<Metadata>((resolve, reject) => {
+      const call = (client as unknown as Record<string, (...args: unknown[]) => { on(event: "metadata", listener: (m: Metadata) => void): void }>)
+        .createFaceSwap!(CreateFaceSwapRequest.fromPartial(toCamel(request)), metadata, (error: Error | null) => {
+          if (error) reject(error);
+        });
+      call.on("metadata", resolve);
+    });
+  } finally {
+    client.close();
+  }
+}
