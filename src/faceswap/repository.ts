@@ -1,6 +1,6 @@
 import { sql } from "kysely";
 import type { Db } from "../platform/db/database.js";
-import type { JobRow, JobSpec, JobStatus, JobType } from "../platform/db/schema.js";
+import type { JobRow, JobSpec, JobStatus, JobType, Plan } from "../platform/db/schema.js";
 
 export interface NewJob {
   accountId: string;
@@ -18,24 +18,40 @@ export interface NewJob {
 }
 
 /**
- * Takes `amount` credits from the account if it has them; the new balance, or undefined (with the
- * balance there is) when it falls short. Run inside the transaction that queues the job.
+ * Takes the job's credits from the account and queues the job, with its ledger entry, in one
+ * statement: the account row stays locked only for that statement's commit, so creates of one
+ * account do not queue behind each other's round trips. The output size is picked by the plan
+ * the statement reads. Undefined when the balance falls short (nothing is written).
  */
-export async function takeCredits(
+export async function queueJobTakingCredits(
   db: Db,
-  accountId: string,
-  amount: number,
-): Promise<{ ok: true; balance: number } | { ok: false; balance: number }> {
-  const taken = await db
-    .updateTable("accounts")
-    .set({ credit_balance: sql`credit_balance - ${amount}` })
-    .where("id", "=", accountId)
-    .where("credit_balance", ">=", amount)
-    .returning("credit_balance")
-    .executeTakeFirst();
-  if (taken) return { ok: true, balance: taken.credit_balance };
+  job: Omit<NewJob, "width" | "height"> & { sizes: Record<Plan, { width: number; height: number }> },
+): Promise<JobRow | undefined> {
+  const size = (side: "width" | "height") =>
+    sql`case taken.plan when 'free' then ${job.sizes.free[side]}::int when 'pro' then ${job.sizes.pro[side]}::int else ${job.sizes.business[side]}::int end`;
+  const { rows } = await sql<JobRow>`
+    with taken as (
+      update accounts set credit_balance = credit_balance - ${job.credits}
+      where id = ${job.accountId} and credit_balance >= ${job.credits}
+      returning plan
+    ), job as (
+      insert into faceswap_jobs (account_id, type, name, spec, start_seconds, end_seconds, width, height, fps,
+                                 has_audio, frames_total, credits_reserved, credits_charged)
+      select ${job.accountId}, ${job.type}, ${job.name}, ${JSON.stringify(job.spec)}::jsonb, ${job.startSeconds}, ${job.endSeconds},
+             ${size("width")}, ${size("height")}, ${job.fps}, ${job.hasAudio}, ${job.framesTotal}, ${job.credits}, ${job.credits}
+      from taken
+      returning *
+    ), reserve as (
+      insert into credit_ledger (account_id, job_id, kind, amount, reason)
+      select account_id, id, 'reserve', -credits_reserved, 'face swap queued' from job
+    )
+    select * from job`.execute(db);
+  return rows[0];
+}
+
+export async function creditBalance(db: Db, accountId: string): Promise<number> {
   const row = await db.selectFrom("accounts").select("credit_balance").where("id", "=", accountId).executeTakeFirst();
-  return { ok: false, balance: row?.credit_balance ?? 0 };
+  return row?.credit_balance ?? 0;
 }
 
 export async function insertJob(db: Db, job: NewJob): Promise<JobRow> {

@@ -7,7 +7,7 @@ import type { BlobStore } from "../platform/blobs/blob-store.js";
 import type { UrlSigner } from "../platform/blobs/signed-urls.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
-import type { JobRow, JobSpec, Plan } from "../platform/db/schema.js";
+import type { JobRow, JobSpec } from "../platform/db/schema.js";
 import { Code, failedPrecondition, invalidArgument, notFound, RpcError, Violations } from "../platform/errors.js";
 import { isUuid } from "../platform/ids.js";
 import { outputSize } from "../platform/media/ffmpeg.js";
@@ -111,34 +111,31 @@ export class FaceSwapService {
     }
     const endSeconds = Math.min(request.endSeconds, info.durationSeconds);
     const credits = estimateCredits(request.startSeconds, endSeconds);
-    const id = await this.db.transaction().execute(async (tx) => {
-      const plan = await accountPlan(tx, accountId);
-      const size = outputSize(info.width, info.height, PLAN_MAX_LONG_SIDE[plan]);
-      const taken = await repo.takeCredits(tx, accountId, credits);
-      if (!taken.ok) throw new Shortfall(credits, taken.balance);
-      const job = await repo.insertJob(tx, {
-        accountId,
-        type: "FACE_SWAP",
-        name: request.name || defaultName(now),
-        spec,
-        startSeconds: request.startSeconds,
-        endSeconds,
-        width: size.width,
-        height: size.height,
-        fps: info.fps,
-        hasAudio: info.hasAudio,
-        framesTotal: expectedFrames(request.startSeconds, endSeconds, info.fps),
-        credits,
-      });
-      await repo.insertLedgerEntry(tx, { accountId, jobId: job.id, kind: "reserve", amount: -credits, reason: "face swap queued" });
-      return job.id;
-    }).catch(async (error: unknown) => {
-      if (!(error instanceof Shortfall)) throw error;
-      await this.reportShortfall(accountId, error);
-      throw error.toRpcError();
+    const sizes = {
+      free: outputSize(info.width, info.height, PLAN_MAX_LONG_SIDE.free),
+      pro: outputSize(info.width, info.height, PLAN_MAX_LONG_SIDE.pro),
+      business: outputSize(info.width, info.height, PLAN_MAX_LONG_SIDE.business),
+    };
+    const job = await repo.queueJobTakingCredits(this.db, {
+      accountId,
+      type: "FACE_SWAP",
+      name: request.name || defaultName(now),
+      spec,
+      startSeconds: request.startSeconds,
+      endSeconds,
+      sizes,
+      fps: info.fps,
+      hasAudio: info.hasAudio,
+      framesTotal: expectedFrames(request.startSeconds, endSeconds, info.fps),
+      credits,
     });
+    if (!job) {
+      const shortfall = new Shortfall(credits, await repo.creditBalance(this.db, accountId));
+      await this.reportShortfall(accountId, shortfall);
+      throw shortfall.toRpcError();
+    }
     this.notifications.signal(repo.JOBS_CHANNEL, "queued");
-    return { id, credits, deprecationWarning: checked.deprecated ? DEPRECATED_SIZE : undefined };
+    return { id: job.id, credits, deprecationWarning: checked.deprecated ? DEPRECATED_SIZE : undefined };
   }
 
   async getProject(principal: Principal, id: string): Promise<JobRow> {
@@ -316,13 +313,11 @@ function checkFaceSwap(request: CreateFaceSwapRequest): CheckedFaceSwap {
   return { video, videoField, mode, face, mappings, style, deprecated: request.width !== undefined || request.height !== undefined };
 }
 
-class Shortfall extends Error {
+class Shortfall {
   constructor(
     readonly required: number,
     readonly balance: number,
-  ) {
-    super("insufficient credits");
-  }
+  ) {}
 
   toRpcError(): RpcError {
     const missing = this.required - this.balance;
@@ -336,11 +331,6 @@ class Shortfall extends Error {
       },
     );
   }
-}
-
-async function accountPlan(db: Db, accountId: string): Promise<Plan> {
-  const row = await db.selectFrom("accounts").select("plan").where("id", "=", accountId).executeTakeFirst();
-  return row?.plan ?? "free";
 }
 
 function invalid(field: string, description: string): RpcError {
