@@ -5,6 +5,7 @@ import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { credentials, makeGenericClientConstructor, Metadata } from "@grpc/grpc-js";
+import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CreateFaceSwapRequest, FaceSwapServiceService } from "../gen/faceswap/v1/face_swap_service.js";
 import { Code } from "../src/client/index.js";
@@ -520,35 +521,46 @@ describe("credits", () => {
     }
   });
 
+  it("concurrent creates never take more than the balance", async () => {
+    const w = await workspace(q, 100);
+    const outcomes = await Promise.all(TRANSPORTS.flatMap((transport) => [0, 1, 2].map(() => api(q, transport, w.key).createFaceSwap(w.request(0, 1)))));
+    // 30 credits each: three of the six fit.
+    expect(outcomes.filter((o) => o.code === 0)).toHaveLength(3);
+    for (const refused of outcomes.filter((o) => o.code !== 0)) expectFailure(refused, Code.RESOURCE_EXHAUSTED, 429);
+    expect(await api(q, "grpc", w.key).account()).toMatchObject({ credit_balance: 10, credits_reserved: 90 });
+    expect((await api(q, "grpc", w.key).list()).body.projects).toHaveLength(3);
+  });
+
   it.each(TRANSPORTS)("%s: settles to the frames rendered; a complete project cannot be canceled; delete removes its output", async (transport) => {
     const w = await workspace(t, 1000);
     const client = api(t, transport, w.key);
-    const created = await client.createFaceSwap(w.request(0, 10));
+    // 1.5..10 of a 2 s clip: quoted as 0.5 s at 30 fps, rendered as 5 frames at the source's 10 fps.
+    const created = await client.createFaceSwap(w.request(1.5, 10));
     expectOk(created);
-    expect(created.body.credits_charged).toBe(60);
+    expect(created.body.credits_charged).toBe(15);
     const project = await completed(client, created.body.id);
-    // 2 s at 10 fps: 20 frames rendered, quoted at 30 fps.
-    expect(project).toMatchObject({ frames_rendered: 20, frames_total: 20, credits_charged: 20, total_frame_cost: 20, enabled: true });
+    expect(project).toMatchObject({ frames_rendered: 5, frames_total: 5, credits_charged: 5, total_frame_cost: 5, enabled: true });
     expect(Date.parse(project.started_at)).toBeLessThanOrEqual(Date.parse(project.finished_at));
     expect(project.downloads).toHaveLength(1);
     expect(project.download).toEqual(project.downloads[0]);
     expect(Math.abs(Date.parse(project.download.expires_at) - (Date.now() + 24 * 3600_000))).toBeLessThan(60_000);
-    expect(await client.account()).toMatchObject({ credit_balance: 980, credits_reserved: 0 });
+    expect(await client.account()).toMatchObject({ credit_balance: 995, credits_reserved: 0 });
 
     const url = project.download.url as string;
     const output = await probeMedia(await download(url, "settled"));
     expect(output).toMatchObject({ width: 320, height: 214, fps: 10, still: false });
+    expect(output.durationSeconds).toBeCloseTo(0.5, 1);
     const part = await fetch(url, { headers: { range: "bytes=0-9" } });
     expect(part.status).toBe(206);
     expect(part.headers.get("content-range")).toMatch(/^bytes 0-9\/\d+$/);
 
     expectFailure(await client.cancel(created.body.id), Code.FAILED_PRECONDITION, 400);
-    expect(await client.account()).toMatchObject({ credit_balance: 980, credits_reserved: 0 });
+    expect(await client.account()).toMatchObject({ credit_balance: 995, credits_reserved: 0 });
 
     expectOk(await client.delete(created.body.id));
     expect((await client.get(created.body.id)).body).toMatchObject({ status: "complete", enabled: false, downloads: [], download: null });
     expect((await fetch(url)).status).toBe(404);
-    expect(await client.account()).toMatchObject({ credit_balance: 980 });
+    expect(await client.account()).toMatchObject({ credit_balance: 995 });
   });
 });
 
@@ -564,7 +576,8 @@ describe("plans", () => {
         const w = await workspace(t, 100, { plan, video: wideClip });
         const client = api(t, transport, w.key);
         expect((await client.account()).plan).toBe(plan);
-        const created = await client.createFaceSwap(w.request(0, 1));
+        // One frame is enough to see the size.
+        const created = await client.createFaceSwap(w.request(0, 0.2));
         expectOk(created);
         const project = await completed(client, created.body.id);
         expect({ plan, width: project.width, height: project.height }).toEqual({ plan, width, height });
@@ -635,6 +648,28 @@ describe("video projects", () => {
 
     expectFailure(await client.list({ page_token: "garbage" }), Code.INVALID_ARGUMENT, 400, "page_token");
     expectFailure(await client.list({ page_size: -1 }), Code.INVALID_ARGUMENT, 400, "page_size");
+  });
+
+  // BUG (src/faceswap/repository.ts listJobs + service.ts cursor): created_at is microseconds in
+  // PostgreSQL but a millisecond Date in the page token, so `(created_at, id) < (token)` skips the
+  // rows created later in the same millisecond as a page's last row. Remove `.fails` once fixed.
+  it.fails("pages through projects created within one millisecond without losing any", async () => {
+    const w = await workspace(q, 1000);
+    const client = api(q, "grpc", w.key);
+    const ids: string[] = [];
+    for (const name of ["m1", "m2", "m3"]) ids.push((await client.createFaceSwap(w.request(0, 1, { name }))).body.id);
+    // As if three clients had queued them in the same millisecond.
+    for (const [i, id] of ids.entries()) {
+      await q.app.db.updateTable("faceswap_jobs").set({ created_at: sql`${`2026-01-01 00:00:00.12345${i}+00`}::timestamptz` }).where("id", "=", id).execute();
+    }
+    const seen: string[] = [];
+    let token = "";
+    do {
+      const page = await client.list({ page_size: 1, page_token: token });
+      seen.push(...page.body.projects.map((p: { name: string }) => p.name));
+      token = page.body.next_page_token;
+    } while (token !== "" && seen.length < 10);
+    expect(seen).toEqual(["m3", "m2", "m1"]);
   });
 
   it("http: the status record has every field, error and download null until set", async () => {
