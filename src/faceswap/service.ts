@@ -176,7 +176,12 @@ export class FaceSwapService {
   /** Removes the outputs for good (cancelling first when still open); the record stays, disabled. */
   async deleteProject(principal: Principal, id: string): Promise<void> {
     const job = await this.findJob(principal, "FACE_SWAP", id);
-    if (job.status === "queued" || job.status === "rendering") await this.cancelProject(principal, id);
+    if (job.status === "queued" || job.status === "rendering") {
+      await this.cancelProject(principal, id).catch((error: unknown) => {
+        // It finished between the read and the cancel: delete it like any finished project.
+        if (!(error instanceof RpcError && error.reason === "PROJECT_FINISHED")) throw error;
+      });
+    }
     const keys = await this.db.transaction().execute((tx) => repo.disableJob(tx, principal.accountId, job.id));
     if (keys && keys.length > 0) await this.store.delete(keys);
   }
