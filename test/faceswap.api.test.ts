@@ -562,6 +562,29 @@ describe("credits", () => {
     expect((await fetch(url)).status).toBe(404);
     expect(await client.account()).toMatchObject({ credit_balance: 995 });
   });
+  it.each(TRANSPORTS)("%s: a render that fails ends in error with the reason and a full refund", async (transport) => {
+    const w = await workspace(t, 100);
+    const client = api(t, transport, w.key);
+    // A plain red square: a valid image without a face.
+    const faceless = await uploadFile(t, w.key, "image", "png", tinyPng);
+    const created = await client.createFaceSwap({ ...w.request(0, 1), assets: { video_source: "file", video_file_path: w.video, image_file_path: faceless } });
+    expectOk(created);
+    expect(await client.account()).toMatchObject({ credit_balance: 70, credits_reserved: 30 });
+    let project: Outcome["body"];
+    await until(async () => {
+      project = (await client.get(created.body.id)).body;
+      return project.status !== "queued" && project.status !== "rendering";
+    }, 45_000, "the project to finish");
+    expect(project).toMatchObject({
+      status: "error",
+      error: { code: "no_face_in_source", message: expect.any(String) },
+      credits_charged: 0,
+      downloads: [],
+      download: null,
+    });
+    expect(await client.account()).toMatchObject({ credit_balance: 100, credits_reserved: 0 });
+    expectFailure(await client.cancel(created.body.id), Code.FAILED_PRECONDITION, 400);
+  });
 });
 
 describe("plans", () => {
