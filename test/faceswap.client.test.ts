@@ -187,6 +187,21 @@ describe("generate()", () => {
     expect(project!.status).toBe("canceled");
   });
 
+  it("stops uploading when the caller aborts, creating nothing", async () => {
+    const { client } = await funded(idle);
+    const controller = new AbortController();
+    const reason = new Error("changed my mind");
+    const error = await generateFaceSwap(client, { endSeconds: 1, assets: { videoFilePath: video, imageFilePath: face } }, {
+      signal: controller.signal,
+      onProgress: (e) => {
+        if (e.stage === "upload") controller.abort(reason);
+      },
+    }).catch((e: unknown) => e);
+
+    expect(error).toBe(reason);
+    expect((await client.videoProjects.listVideoProjects({})).projects).toEqual([]);
+  });
+
   it("throws when an output cannot be downloaded, leaving no partial file", async () => {
     const { client } = await funded(t);
     const { project } = await generateFaceSwap(client, { endSeconds: 0.5, assets: { videoFilePath: video, imageFilePath: face } }, { downloadOutputs: false });

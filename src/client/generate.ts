@@ -110,13 +110,15 @@ export async function generate(
   options: GenerateOptions = {},
 ): Promise<GenerateResult> {
   const { waitForCompletion = true, downloadOutputs = true, pollIntervalMs = 500, signal, onProgress } = options;
-  const uploaded = await uploadLocalFiles(client, request, signal, onProgress);
-  const created = await client.faceSwap.createFaceSwap(uploaded, { signal, timeoutMs: CALL_TIMEOUT_MS });
-  let finished = false;
+  // Set once the project exists and is still open: what an abort has to cancel.
+  let open: string | undefined;
   try {
+    const uploaded = await uploadLocalFiles(client, request, signal, onProgress);
+    const created = await client.faceSwap.createFaceSwap(uploaded, { signal, timeoutMs: CALL_TIMEOUT_MS });
+    open = created.id;
     if (!waitForCompletion) return { project: await getProject(client, created.id, signal), downloadedPaths: [] };
     const project = await waitForProject(client, created.id, pollIntervalMs, signal, onProgress);
-    finished = true;
+    open = undefined;
     if (project.status !== "complete") throw new FaceSwapJobError(project);
     const downloadedPaths = downloadOutputs
       ? await downloadProjectOutputs(project, options.downloadDirectory ?? process.cwd(), { onProgress, signal })
@@ -125,12 +127,12 @@ export async function generate(
     return { project, downloadedPaths };
   } catch (error) {
     if (!signal?.aborted) throw error;
-    if (!finished) {
-      await client.videoProjects.cancelVideoProject({ id: created.id }, { timeoutMs: CALL_TIMEOUT_MS }).catch(() => {
+    if (open !== undefined) {
+      await client.videoProjects.cancelVideoProject({ id: open }, { timeoutMs: CALL_TIMEOUT_MS }).catch(() => {
         // It finished meanwhile, or the server is gone: nothing left to stop.
       });
     }
-    // Calls cut short by the abort fail with CANCELLED; the caller should see why it stopped.
+    // Calls and transfers cut short by the abort fail in their own ways; the caller should see why it stopped.
     throw signal.reason;
   }
 }
