@@ -31,8 +31,8 @@ const config: Partial<Config> = {
   modelBasePath: MODEL_ORIGIN,
   warmup: "none",
   debug: false,
-  // Frames that differ little from the previous one reuse its face boxes instead of running the detector.
-  cacheSensitivity: 0.7,
+  // Frames that differ little from the previous one reuse its face boxes instead of running the
+  // detector (set per call: see the worker).
   filter: { enabled: false } as Config["filter"],
   gesture: { enabled: false },
   body: { enabled: false } as Config["body"],
@@ -45,7 +45,8 @@ const config: Partial<Config> = {
     mesh: { enabled: true },
     iris: { enabled: false },
     emotion: { enabled: false },
-    description: { enabled: false },
+    // Embeddings are asked for rarely and must belong to the picture given, never a cached one.
+    description: { enabled: false, skipFrames: 0, skipTime: 0 },
     antispoof: { enabled: false },
     liveness: { enabled: false },
     attention: { enabled: false },

@@ -17,8 +17,11 @@ export interface SwapPlan {
   fps: number;
 }
 
-/** Similarity (human.match.similarity, 0..1) from which a face counts as a mapping's original person. */
-export const MATCH_THRESHOLD = 0.5;
+/**
+ * Similarity (human.match.similarity, 0..1) from which two faces count as the same person: different
+ * people in the demo photos score up to 0.57.
+ */
+export const MATCH_THRESHOLD = 0.65;
 
 /**
  * Frame i goes to worker i mod N, which detects faces in it and keeps it. Tracking runs here, one

@@ -21,21 +21,76 @@ export interface StyleParams {
   keepTexture: number;
   /** Feather width of the mask edge as a share of the face's size. */
   feather: number;
+  /** How far the target's inner landmarks move to the source's proportions (0 = target geometry). */
+  reshape: number;
 }
 
 /**
- * v1 blends: the target's skin tone and contrast are taken over completely, a third of its fine
- * texture stays, and the face is laid at 85 % opacity with a wide feather, so the result sits in the
- * footage. v2 replaces: full opacity, only the mean colour moves (the source's own contrast and
- * detail stay), an unsharp mask restores detail the warp softened, and a narrower feather keeps the
- * new face's outline.
+ * v1 blends: the target's skin tone and contrast are taken over completely (mean and std in YCbCr),
+ * a fifth of its fine texture stays on top, the inner features move 60 % of the way to the source's
+ * proportions, and the face is laid at 90 % opacity with a wide feather (8 % of the face size), so
+ * the result sits in the footage. v2 replaces: full opacity, only the mean colour moves (60 %; the
+ * source's own contrast and some of its tone stay), an unsharp mask (amount 0.8, 3x3) restores detail
+ * the warp softened, the features take 90 % of the source's proportions, and a narrow feather (3 %)
+ * keeps the new face's edges.
  */
 export const STYLES: Record<StyleVersion, StyleParams> = {
-  v1: { opacity: 0.85, meanTransfer: 1, stdTransfer: 1, sharpen: 0, keepTexture: 0.35, feather: 0.12 },
-  v2: { opacity: 1, meanTransfer: 0.9, stdTransfer: 0.4, sharpen: 0.8, keepTexture: 0, feather: 0.07 },
+  v1: { opacity: 0.9, meanTransfer: 1, stdTransfer: 1, sharpen: 0, keepTexture: 0.2, feather: 0.08, reshape: 0.6 },
+  v2: { opacity: 1, meanTransfer: 0.6, stdTransfer: 0, sharpen: 0.8, keepTexture: 0, feather: 0.03, reshape: 0.9 },
 };
 
 const MAX_FEATHER = Math.max(...Object.values(STYLES).map((style) => style.feather));
+
+// Per-frame buffers are reused (grown as needed): allocating them for every face made the garbage
+// collector the largest cost of a swap.
+const scratchBuffers = new Map<string, Float32Array>();
+
+function scratch(name: string, length: number): Float32Array {
+  let buffer = scratchBuffers.get(name);
+  if (!buffer || buffer.length < length) scratchBuffers.set(name, (buffer = new Float32Array(length * 1.25)));
+  const view = buffer.subarray(0, length);
+  view.fill(0);
+  return view;
+}
+
+// The face outline (MediaPipe FACE_OVAL) stays where the target's is, so the blend edge follows the
+// target's head; only the features inside take the source's proportions.
+const FACE_OVAL = new Set([
+  10, 338, 297, 332, 284, 251, 389, 356, 454, 323, 361, 288, 397, 365, 379, 378, 400, 377, 152, 148, 176, 149, 150,
+  136, 172, 58, 132, 93, 234, 127, 162, 21, 54, 103, 67, 109,
+]);
+
+/**
+ * The target mesh with its inner points moved `amount` of the way to the source mesh laid over it
+ * by the best similarity transform (least squares: rotation, scale, shift).
+ */
+function reshape(target: Float32Array, source: Float32Array, amount: number): Float32Array {
+  if (amount <= 0) return target;
+  const n = target.length / 2;
+  let tx = 0, ty = 0, sx = 0, sy = 0;
+  for (let i = 0; i < n; i++) {
+    tx += target[2 * i]!; ty += target[2 * i + 1]!;
+    sx += source[2 * i]!; sy += source[2 * i + 1]!;
+  }
+  tx /= n; ty /= n; sx /= n; sy /= n;
+  let dot = 0, cross = 0, norm = 0;
+  for (let i = 0; i < n; i++) {
+    const ax = source[2 * i]! - sx, ay = source[2 * i + 1]! - sy;
+    const bx = target[2 * i]! - tx, by = target[2 * i + 1]! - ty;
+    dot += ax * bx + ay * by;
+    cross += ax * by - ay * bx;
+    norm += ax * ax + ay * ay;
+  }
+  const cos = dot / norm, sin = cross / norm;
+  const out = Float32Array.from(target);
+  for (let i = 0; i < n; i++) {
+    if (FACE_OVAL.has(i)) continue;
+    const ax = source[2 * i]! - sx, ay = source[2 * i + 1]! - sy;
+    out[2 * i] = target[2 * i]! + amount * (tx + cos * ax - sin * ay - target[2 * i]!);
+    out[2 * i + 1] = target[2 * i + 1]! + amount * (ty + sin * ax + cos * ay - target[2 * i + 1]!);
+  }
+  return out;
+}
 
 /** Region of the frame the face is drawn in, and the buffers over it. */
 interface Patch {
@@ -65,10 +120,10 @@ export function swapFace(
   triangles: ArrayLike<number>,
   style: StyleParams,
 ): void {
-  const patch = warpTriangles(width, height, target, source, triangles);
+  const patch = warpTriangles(width, height, reshape(target, source.mesh, style.reshape), source, triangles);
   if (!patch) return;
   const { x0, y0, w, h, faceSize, warped, covered } = patch;
-  const targetPatch = new Float32Array(w * h * 3);
+  const targetPatch = scratch("target", w * h * 3);
   for (let y = 0; y < h; y++) {
     const row = ((y0 + y) * width + x0) * 3;
     for (let i = 0; i < w * 3; i++) targetPatch[y * w * 3 + i] = frame[row + i]!;
@@ -115,8 +170,8 @@ function warpTriangles(
   const w = x1 - x0;
   const h = y1 - y0;
   if (w < 8 || h < 8) return undefined;
-  const warped = new Float32Array(w * h * 3);
-  const covered = new Float32Array(w * h);
+  const warped = scratch("warped", w * h * 3);
+  const covered = scratch("covered", w * h);
   const src = source.pixels;
   const sw = source.width;
   const sh = source.height;
@@ -220,7 +275,7 @@ function fromYCbCr(rgb: Float32Array, p: number): void {
 
 /** Adds `amount` times the high-pass of `from` (itself minus its box blur of `radius`) to `to`. */
 function addDetail(to: Float32Array, from: Float32Array, w: number, h: number, amount: number, radius: number): void {
-  const blurred = boxBlur(from, w, h, 3, radius);
+  const blurred = boxBlur(from, scratch("detail", from.length), w, h, 3, radius);
   for (let i = 0; i < to.length; i++) to[i]! += amount * (from[i]! - blurred[i]!);
 }
 
@@ -229,7 +284,8 @@ function addDetail(to: Float32Array, from: Float32Array, w: number, h: number, a
  * over `radius` pixels inside its outline and never bleeds outside it.
  */
 function featherMask(covered: Float32Array, w: number, h: number, radius: number): Float32Array {
-  const blurred = boxBlur(boxBlur(covered, w, h, 1, radius), w, h, 1, radius);
+  const once = boxBlur(covered, scratch("feather1", covered.length), w, h, 1, radius);
+  const blurred = boxBlur(once, scratch("feather2", covered.length), w, h, 1, radius);
   for (let i = 0; i < blurred.length; i++) {
     const t = Math.min(1, Math.max(0, (blurred[i]! - 0.5) * 2));
     blurred[i] = t * t * (3 - 2 * t);
@@ -237,17 +293,16 @@ function featherMask(covered: Float32Array, w: number, h: number, radius: number
   return blurred;
 }
 
-/** Separable box blur with running sums (edges clamped), any number of interleaved channels. */
-export function boxBlur(input: Float32Array, w: number, h: number, channels: number, radius: number): Float32Array {
-  const tmp = new Float32Array(input.length);
-  const out = new Float32Array(input.length);
-  blurLine(input, tmp, h, w, channels, radius, w * channels, channels);
-  blurLine(tmp, out, w, h, channels, radius, channels, w * channels);
+/** Separable box blur into `out` with running sums (edges clamped), any number of interleaved channels. */
+export function boxBlur(input: Float32Array, out: Float32Array, w: number, h: number, channels: number, radius: number): Float32Array {
+  const tmp = scratch("blur", input.length);
+  blurLines(input, tmp, h, w, channels, radius, w * channels, channels);
+  blurLines(tmp, out, w, h, channels, radius, channels, w * channels);
   return out;
 }
 
 /** Blurs `lines` lines of `length` samples each; `lineStride` and `step` are in array elements. */
-function blurLine(
+function blurLines(
   input: Float32Array,
   out: Float32Array,
   lines: number,
@@ -258,15 +313,19 @@ function blurLine(
   step: number,
 ): void {
   const norm = 1 / (2 * radius + 1);
+  const last = length - 1;
   for (let line = 0; line < lines; line++) {
     for (let c = 0; c < channels; c++) {
       const base = line * lineStride + c;
-      const at = (i: number) => input[base + Math.min(length - 1, Math.max(0, i)) * step]!;
+      const first = input[base]!;
+      const end = input[base + last * step]!;
       let acc = 0;
-      for (let i = -radius; i <= radius; i++) acc += at(i);
+      for (let i = -radius; i <= radius; i++) acc += input[base + (i < 0 ? 0 : i > last ? last : i) * step]!;
       for (let i = 0; i < length; i++) {
         out[base + i * step] = acc * norm;
-        acc += at(i + radius + 1) - at(i - radius);
+        const add = i + radius + 1;
+        const drop = i - radius;
+        acc += (add > last ? end : input[base + add * step]!) - (drop < 0 ? first : input[base + drop * step]!);
       }
     }
   }

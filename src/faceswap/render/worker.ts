@@ -24,11 +24,23 @@ function toFaceData(face: FaceResult): FaceData {
   return data;
 }
 
-async function faces(pixels: Uint8Array, width: number, height: number, options: { describe: boolean; minConfidence?: number }) {
+/** Consecutive video frames may reuse the previous frame's face boxes; unrelated stills must not. */
+const VIDEO_CACHE_SENSITIVITY = 0.7;
+
+async function faces(
+  pixels: Uint8Array,
+  width: number,
+  height: number,
+  options: { describe: boolean; video: boolean; minConfidence?: number },
+) {
   const tensor = human.tf.tensor3d(pixels, [height, width, 3], "int32");
   try {
-    const detector = options.minConfidence === undefined ? {} : { minConfidence: options.minConfidence };
-    const config = { face: { detector, description: { enabled: options.describe } } } as Partial<Config>;
+    const detector = { minConfidence: options.minConfidence ?? 0.3 };
+    // Each call sets every option it depends on: Human merges a call's config into its own.
+    const config = {
+      cacheSensitivity: options.video ? VIDEO_CACHE_SENSITIVITY : 0,
+      face: { detector, description: { enabled: options.describe } },
+    } as Partial<Config>;
     const result = await human.detect(tensor, config);
     return result.face.filter((face) => face.mesh.length > 0).map(toFaceData);
   } finally {
@@ -47,11 +59,11 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
     case "detect": {
       const pixels = new Uint8Array(request.pixels);
       held.set(`${request.job}:${request.frame}`, { pixels, width: request.width, height: request.height });
-      return { value: await faces(pixels, request.width, request.height, { describe: false }) };
+      return { value: await faces(pixels, request.width, request.height, { describe: false, video: true }) };
     }
     case "describe": {
       const { pixels, width, height } = heldFrame(request.job, request.frame);
-      return { value: await faces(pixels, width, height, { describe: true }) };
+      return { value: await faces(pixels, width, height, { describe: true, video: true }) };
     }
     case "finish": {
       const { pixels, width, height } = heldFrame(request.job, request.frame);
@@ -65,7 +77,7 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
     }
     case "analyse": {
       const pixels = new Uint8Array(request.pixels);
-      return { value: await faces(pixels, request.width, request.height, { describe: true, minConfidence: request.minConfidence }) };
+      return { value: await faces(pixels, request.width, request.height, { describe: true, video: false, minConfidence: request.minConfidence }) };
     }
     case "similarities":
       return { value: request.candidates.map((candidate) => human.match.similarity(request.embedding, candidate)) };
