@@ -585,6 +585,23 @@ describe("credits", () => {
     expect(await client.account()).toMatchObject({ credit_balance: 100, credits_reserved: 0 });
     expectFailure(await client.cancel(created.body.id), Code.FAILED_PRECONDITION, 400);
   });
+  it("cancel while rendering stops the render and refunds everything, once", async () => {
+    const long = await makeClip(path.join(dir, `long-${randomUUID()}.mp4`), { seconds: 8, fps: 10, width: 320 });
+    const w = await workspace(t, 1000, { video: long });
+    const client = api(t, "http", w.key);
+    const created = await client.createFaceSwap(w.request(0, 8));
+    expect(created.body.credits_charged).toBe(240);
+    await until(async () => (await client.get(created.body.id)).body.status !== "queued", 30_000, "the render to start");
+    const canceled = await client.cancel(created.body.id);
+    expectOk(canceled);
+    expect(canceled.body).toMatchObject({ status: "canceled", credits_charged: 0, downloads: [] });
+    expect(canceled.body.started_at).not.toBeNull();
+    expect(await client.account()).toMatchObject({ credit_balance: 1000, credits_reserved: 0 });
+    // The worker stops (within a second) and lets go of it: nothing it does later changes the project or the balance.
+    await until(() => t.logs.some((line) => line.event === "job_stopped" && line.job_id === created.body.id && line.reason === "canceled"), 5_000, "the worker to stop");
+    expect((await client.get(created.body.id)).body).toMatchObject({ status: "canceled", credits_charged: 0, downloads: [], download: null });
+    expect(await client.account()).toMatchObject({ credit_balance: 1000, credits_reserved: 0 });
+  });
 });
 
 describe("plans", () => {
