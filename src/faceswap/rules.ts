@@ -26,8 +26,9 @@ export function isPlan(value: string): value is Plan {
 export const ESTIMATE_FPS = 30;
 
 export function estimateCredits(startSeconds: number, endSeconds: number): number {
-  // Rounded to the microsecond first, so 0.1 + 0.2 style float noise does not cost a frame.
-  return Math.ceil(Math.round((endSeconds - startSeconds) * ESTIMATE_FPS * 1e6) / 1e6);
+  // Rounded to the microsecond first, so 0.1 + 0.2 style float noise does not cost a frame; at
+  // least one, since even the shortest clip renders a frame.
+  return Math.max(1, Math.ceil(Math.round((endSeconds - startSeconds) * ESTIMATE_FPS * 1e6) / 1e6));
 }
 
 /** Frames the renderer will write for the clip at the source's rate. */
