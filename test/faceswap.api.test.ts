@@ -521,6 +521,20 @@ describe("credits", () => {
     }
   });
 
+  it.each(TRANSPORTS)("%s: the shortest clip still costs a credit (no free frames)", async (transport) => {
+    const w = await workspace(q, 0);
+    const client = api(q, transport, w.key);
+    const tiny = w.request(1, 1.000000001);
+    const refused = await client.createFaceSwap(tiny);
+    expectFailure(refused, Code.RESOURCE_EXHAUSTED, 429);
+    expect((await client.list()).body.projects).toEqual([]);
+    await q.admin.admin.grantCredits({ accountId: w.accountId, amount: 5, reason: "test" });
+    const created = await client.createFaceSwap(tiny);
+    expectOk(created);
+    expect(created.body).toMatchObject({ credits_charged: 1, estimated_frame_cost: 1 });
+    expect(await client.account()).toMatchObject({ credit_balance: 4, credits_reserved: 1 });
+  });
+
   it("concurrent creates never take more than the balance", async () => {
     const w = await workspace(q, 100);
     const outcomes = await Promise.all(TRANSPORTS.flatMap((transport) => [0, 1, 2].map(() => api(q, transport, w.key).createFaceSwap(w.request(0, 1)))));
