@@ -57,19 +57,28 @@ beforeAll(async () => {
     makeClip(path.join(dir, "wide.mp4"), { seconds: 1, fps: 5, width: 1280 }),
     runFfmpeg(["-y", "-loglevel", "error", "-f", "lavfi", "-i", "color=c=red:s=16x16", "-frames:v", "1", path.join(dir, "tiny.png")]),
   ]);
-  [t, q, [clip, wideClip]] = await Promise.all([
-    createTestDatabase().then((db) => startTestApp(db, { ...env, DATA_DIR: path.join(dir, "t-data") })),
-    createTestDatabase().then((db) =>
-      startTestApp(db, {
-        ...env,
-        DATA_DIR: path.join(dir, "q-data"),
-        RENDER_CONCURRENCY: "0",
-        WEBHOOK_ALLOW_PRIVATE: "false",
-        UPLOAD_MAX_IMAGE_BYTES: String(IMAGE_LIMIT),
-      }),
-    ),
-    footage,
+  // Settled, not Promise.all: an app that started is assigned (and stopped by afterAll) even when the other failed.
+  const started = await Promise.allSettled([
+    createTestDatabase()
+      .then((db) => startTestApp(db, { ...env, DATA_DIR: path.join(dir, "t-data") }))
+      .then((app) => (t = app)),
+    createTestDatabase()
+      .then((db) =>
+        startTestApp(db, {
+          ...env,
+          DATA_DIR: path.join(dir, "q-data"),
+          RENDER_CONCURRENCY: "0",
+          WEBHOOK_ALLOW_PRIVATE: "false",
+          UPLOAD_MAX_IMAGE_BYTES: String(IMAGE_LIMIT),
+        }),
+      )
+      .then((app) => (q = app)),
+    footage.then(([c, w]) => {
+      clip = c;
+      wideClip = w;
+    }),
   ]);
+  for (const result of started) if (result.status === "rejected") throw result.reason;
   tinyPng = path.join(dir, "tiny.png");
 
   // Serves the clip for URL inputs.
