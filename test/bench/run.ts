@@ -7,6 +7,7 @@ import type { LoadResult } from "./load.js";
 import { benchFaceSwap, type BurstResult } from "./faceswap.js";
 import { benchNamespaces } from "./namespaces.js";
 import { benchRegistry, HEARTBEATS_PER_BATCH } from "./registry.js";
+import { benchRender, printRenderRuns } from "./render.js";
 import { startServerProcess } from "./server-process.js";
 import { benchWebhooks, type DeliveryRun } from "./webhooks.js";
 
@@ -18,7 +19,7 @@ const ADMIN_TOKEN = "bench-admin-token-0123456789";
  */
 async function main(): Promise<void> {
   // BENCH_SECTIONS=webhooks (comma-separated) runs only those sections.
-  const sections = new Set((process.env.BENCH_SECTIONS ?? "namespaces,registry,webhooks,faceswap").split(","));
+  const sections = new Set((process.env.BENCH_SECTIONS ?? "namespaces,registry,webhooks,faceswap,render").split(","));
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), "atrium-bench-"));
   await fs.chmod(dir, 0o755);
   const pg = await startEmbeddedPostgres(dir, createLogger("warn"));
@@ -91,6 +92,16 @@ async function main(): Promise<void> {
           `(waiting ${job.waitMs.toFixed(0)} ms, rendering ${job.renderMs.toFixed(0)} ms); ` +
           `ffmpeg decode+encode of the same clip: ${fs.ffmpegMs.toFixed(0)} ms; ratio ${(job.queueToCompleteMs / fs.ffmpegMs).toFixed(2)}`,
       );
+    }
+    if (sections.has("render")) {
+      console.log("\n== render: face swap renderer in the bench process (2 workers), clip with 3 faces ==");
+      const runs = await benchRender();
+      printRenderRuns(runs);
+      const at576 = runs.filter((r) => r.width === 576);
+      const at1080 = runs.filter((r) => r.width === 1080);
+      check("render >= 20 fps at 576 px with 3 faces", at576.every((r) => r.fps >= 20));
+      check("render >= 8 fps at 1080 px with 3 faces", at1080.every((r) => r.fps >= 8));
+      check("renderer peak RSS < 1.5 GiB", runs.every((r) => r.peakRssMiB < 1536));
     }
   } finally {
     await server.stop();

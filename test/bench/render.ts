@@ -1,0 +1,120 @@
+import { readFileSync } from "node:fs";
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { createFaceDetector, createRenderer, type RendererOptions } from "../../src/faceswap/render/index.js";
+import type { StyleVersion } from "../../src/faceswap/renderer.js";
+import { createLogger } from "../../src/platform/logger.js";
+import { runFfmpeg } from "../../src/platform/media/ffmpeg.js";
+import { makeClip, samplePhoto } from "../support/footage.js";
+
+export interface RenderRun {
+  name: string;
+  width: number;
+  height: number;
+  style: StyleVersion;
+  frames: number;
+  fps: number;
+  /** ffmpeg alone decoding, scaling and encoding the same clip to the same size and settings. */
+  ffmpegFps: number;
+  /** CPU of the whole process tree (workers and ffmpeg children) per frame. */
+  cpuMsPerFrame: number;
+  peakRssMiB: number;
+}
+
+const SECONDS = 4;
+const FPS = 25;
+const SIZES = [
+  { width: 576, height: 384, styles: ["v1", "v2"] as StyleVersion[] },
+  { width: 1080, height: 720, styles: ["v2"] as StyleVersion[] },
+];
+
+/**
+ * The renderer in this process (two workers, as in production) on a clip of sample1 (three faces)
+ * panned and zoomed, at 576 and 1080 px, next to ffmpeg's plain decode+encode of the same clip.
+ */
+export async function benchRender(): Promise<RenderRun[]> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), "bench-render-"));
+  const options: RendererOptions = { workers: 2, logger: createLogger("warn") };
+  const renderer = createRenderer(options);
+  try {
+    const clip = await makeClip(path.join(dir, "three-faces.mp4"), { seconds: SECONDS, fps: FPS, width: 1080, audio: true });
+    const crops = await createFaceDetector(options).detect({
+      input: samplePhoto(3), still: true, confidence: 0.5, outputDirectory: dir, signal: new AbortController().signal,
+    });
+    const face = crops.find((crop) => crop.index === 1)!.png;
+    const base = { video: clip, startSeconds: 0, fps: FPS, hasAudio: true, mode: "all-faces" as const, face, mappings: [] };
+    // Workers start and load their models on first use; that is not part of a render's speed.
+    await renderer.render({
+      ...base, endSeconds: 0.4, width: 576, height: 384, style: "v1", output: path.join(dir, "warmup.mp4"), signal: new AbortController().signal,
+    });
+    const runs: RenderRun[] = [];
+    for (const { width, height, styles } of SIZES) {
+      const ffmpegStarted = performance.now();
+      await runFfmpeg([
+        "-y", "-loglevel", "error", "-i", clip, "-vf", `scale=${width}:${height}`, "-c:v", "libx264", "-preset", "veryfast",
+        "-pix_fmt", "yuv420p", "-c:a", "aac", "-movflags", "+faststart", path.join(dir, "plain.mp4"),
+      ]);
+      const ffmpegFps = (SECONDS * FPS) / ((performance.now() - ffmpegStarted) / 1000);
+      for (const style of styles) {
+        const memory = sampleRss();
+        const cpuBefore = treeCpuMs();
+        const started = performance.now();
+        const { frames } = await renderer.render({
+          ...base, endSeconds: SECONDS, width, height, style, output: path.join(dir, `out-${width}-${style}.mp4`),
+          signal: new AbortController().signal,
+        });
+        const seconds = (performance.now() - started) / 1000;
+        const cpuMsPerFrame = (treeCpuMs() - cpuBefore) / frames;
+        runs.push({ name: `${width}x${height} ${style}`, width, height, style, frames, fps: frames / seconds, ffmpegFps, cpuMsPerFrame, peakRssMiB: memory.stop() });
+      }
+    }
+    return runs;
+  } finally {
+    await renderer.close();
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+}
+
+export function printRenderRuns(runs: RenderRun[]): void {
+  console.log(
+    ["run".padEnd(20), "frames".padStart(7), "fps".padStart(7), "ffmpeg fps".padStart(11), "ratio".padStart(7),
+      "CPU ms/frame".padStart(13), "fps/2 cores".padStart(12), "peak RSS MiB".padStart(13)].join(" "),
+  );
+  for (const r of runs) {
+    console.log(
+      [
+        r.name.padEnd(20),
+        String(r.frames).padStart(7),
+        r.fps.toFixed(1).padStart(7),
+        r.ffmpegFps.toFixed(1).padStart(11),
+        (r.fps / r.ffmpegFps).toFixed(2).padStart(7),
+        r.cpuMsPerFrame.toFixed(0).padStart(13),
+        // What the CPU cost per frame allows on two otherwise idle cores.
+        (2000 / r.cpuMsPerFrame).toFixed(1).padStart(12),
+        r.peakRssMiB.toFixed(0).padStart(13),
+      ].join(" "),
+    );
+  }
+  console.log(`load average while measuring: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")} (other processes share the cores)`);
+}
+
+/** Peak RSS of this process (main thread and workers share it) while a run lasts. */
+function sampleRss(): { stop(): number } {
+  let peak = process.memoryUsage().rss;
+  const timer = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 20);
+  return {
+    stop() {
+      clearInterval(timer);
+      return Math.max(peak, process.memoryUsage().rss) / 2 ** 20;
+    },
+  };
+}
+
+/** CPU time of this process and its finished children (the ffmpeg processes), from /proc. */
+function treeCpuMs(): number {
+  const stat = readFileSync("/proc/self/stat", "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  // utime, stime, cutime, cstime are fields 14-17, in clock ticks (100 per second on Linux).
+  return [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0) * 10;
+}
