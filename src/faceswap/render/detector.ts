@@ -2,7 +2,7 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import type { DetectedFace, FaceDetectionRequest } from "../renderer.js";
 import { crop, decodeFrames, encodePng, grow, type RgbImage } from "./images.js";
-import { abortError } from "./pipeline.js";
+import { abortError, untilAborted } from "./pipeline.js";
 import type { FaceData } from "./protocol.js";
 import { MATCH_THRESHOLD } from "./swap-stage.js";
 import { analyseImage } from "./sources.js";
@@ -35,10 +35,13 @@ export async function detectFaces(pool: WorkerPool, request: FaceDetectionReques
     signal,
   });
   if (signal.aborted) throw abortError(signal);
-  const analysed = await Promise.all(
-    frames.map((image, k) =>
-      analyseImage(pool, image, { minConfidence: request.confidence, worker: k, retryWithBorder: request.still }),
+  const analysed = await untilAborted(
+    Promise.all(
+      frames.map((image, k) =>
+        analyseImage(pool, image, { minConfidence: request.confidence, worker: k, retryWithBorder: request.still }),
+      ),
     ),
+    signal,
   );
   const people: Person[] = [];
   for (const [k, found] of analysed.entries()) {

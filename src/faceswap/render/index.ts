@@ -8,7 +8,7 @@ import type {
   RenderResult,
 } from "../renderer.js";
 import { detectFaces } from "./detector.js";
-import { abortError, renderFrames } from "./pipeline.js";
+import { renderFrames, untilAborted } from "./pipeline.js";
 import { loadJobFaces } from "./sources.js";
 import { SwapStage } from "./swap-stage.js";
 import { STYLES } from "./swap.js";
@@ -31,8 +31,7 @@ class FaceSwapRenderer implements Renderer, FaceDetector {
     const started = performance.now();
     const pool = await this.workers(request.signal);
     const job = this.nextJob++;
-    const faces = await loadJobFaces(pool, request);
-    if (request.signal.aborted) throw abortError(request.signal);
+    const faces = await untilAborted(loadJobFaces(pool, request), request.signal);
     const stage = new SwapStage(pool, {
       job,
       mode: request.mode,
@@ -77,9 +76,8 @@ class FaceSwapRenderer implements Renderer, FaceDetector {
       }
     }
     this.pool ??= WorkerPool.start(Math.max(1, this.options.workers), this.options.logger);
-    const pool = await this.pool;
-    if (signal.aborted) throw abortError(signal);
-    return pool;
+    // Loading the models takes seconds; a cancel does not wait for it (the next render will).
+    return untilAborted(this.pool, signal);
   }
 }
 

@@ -25,6 +25,16 @@ export function abortError(signal: AbortSignal): DOMException {
   return error;
 }
 
+/** `promise`, or an AbortError as soon as `signal` aborts (the work itself is left to finish). */
+export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(abortError(signal));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(abortError(signal));
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
+}
+
 /**
  * ffmpeg decodes the range to rgb24, `stage` transforms each frame (possibly several at once, in
  * order), and a second ffmpeg encodes them with the range's audio. Memory stays at `window` frames
