@@ -92,16 +92,39 @@ export class FaceSwapService {
 
   async createFaceSwap(principal: Principal, request: CreateFaceSwapRequest, signal: AbortSignal, now = new Date()): Promise<CreatedJob> {
     const checked = checkFaceSwap(request);
+    // URL inputs fetched for this request: deleted again when it is refused.
+    const imported: string[] = [];
+    try {
+      return await this.queueFaceSwap(principal, request, checked, imported, signal, now);
+    } catch (error) {
+      if (imported.length > 0) await this.store.delete(imported).catch(() => undefined);
+      throw error;
+    }
+  }
+
+  private async queueFaceSwap(
+    principal: Principal,
+    request: CreateFaceSwapRequest,
+    checked: CheckedFaceSwap,
+    imported: string[],
+    signal: AbortSignal,
+    now: Date,
+  ): Promise<CreatedJob> {
     const accountId = principal.accountId;
-    const video = await this.sources.resolve(checked.videoField, checked.video, accountId, "video", signal);
+    const resolve = async (field: string, value: string, kind: "video" | "image") => {
+      const source = await this.sources.resolve(field, value, accountId, kind, signal);
+      if (source.imported) imported.push(source.key);
+      return source;
+    };
+    const video = await resolve(checked.videoField, checked.video, "video");
     const spec: JobSpec = { video: video.key, mode: checked.mode, style: checked.style, mappings: [] };
     if (checked.face !== undefined) {
-      spec.face = (await this.sources.resolve("assets.image_file_path", checked.face, accountId, "image", signal)).key;
+      spec.face = (await resolve("assets.image_file_path", checked.face, "image")).key;
     }
     for (const [i, mapping] of checked.mappings.entries()) {
       const field = `assets.face_mappings[${i}]`;
-      const original = await this.sources.resolve(`${field}.original_face`, mapping.originalFace, accountId, "image", signal);
-      const replacement = await this.sources.resolve(`${field}.new_face`, mapping.newFace, accountId, "image", signal);
+      const original = await resolve(`${field}.original_face`, mapping.originalFace, "image");
+      const replacement = await resolve(`${field}.new_face`, mapping.newFace, "image");
       spec.mappings!.push({ originalFace: original.key, newFace: replacement.key });
     }
 

@@ -14,6 +14,8 @@ export interface Source {
   /** Blob key of the bytes (an upload, or a URL imported at create time). */
   key: string;
   info: MediaInfo;
+  /** The bytes were fetched from a URL by this call: the caller deletes them if it refuses the request. */
+  imported: boolean;
 }
 
 export interface SourceLimits {
@@ -43,14 +45,25 @@ export class SourceResolver {
   }
 
   async resolve(field: string, value: string, accountId: string, kind: SourceKind, signal: AbortSignal): Promise<Source> {
-    const key = isHttpUrl(value) ? await this.importUrl(field, value, accountId, kind, signal) : this.checkPath(field, value, accountId);
+    const imported = isHttpUrl(value);
+    const key = imported ? await this.importUrl(field, value, accountId, kind, signal) : this.checkPath(field, value, accountId);
+    try {
+      return { key, info: await this.mediaOf(field, value, key, kind, signal), imported };
+    } catch (error) {
+      // A refused import is nobody's input: do not keep it in the account's assets.
+      if (imported) await this.store.delete([key]).catch(() => undefined);
+      throw error;
+    }
+  }
+
+  private async mediaOf(field: string, value: string, key: string, kind: SourceKind, signal: AbortSignal): Promise<MediaInfo> {
     const probed = await this.probes.of(key, signal);
     if (!probed) throw bad(field, `no uploaded file "${value}" in this account (upload it to its upload_url first)`);
     if (!probed.ok) throw bad(field, `is not a decodable ${kind === "any" ? "video or image" : kind}: ${probed.problem}`);
     const info = probed.info;
     if (kind === "video" && info.still) throw bad(field, "is an image; a video is needed");
     if (kind === "image" && !info.still) throw bad(field, "is a video; an image is needed");
-    return { key, info };
+    return info;
   }
 
   async close(): Promise<void> {
@@ -108,6 +121,7 @@ export class SourceResolver {
         const { size } = await this.store.put(key, Readable.from(response.body), { maxBytes });
         await this.probes.probe(key, size, signal);
       } catch (error) {
+        await this.store.delete([key]).catch(() => undefined);
         if (error instanceof BlobTooLargeError) throw bad(field, `is larger than the limit of ${maxBytes} bytes`);
         if (timeout.aborted) throw bad(field, `could not be fetched within ${this.limits.fetchTimeoutMs} ms`);
         throw error;
