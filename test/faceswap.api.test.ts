@@ -85,6 +85,8 @@ beforeAll(async () => {
   files = http.createServer((req, res) => {
     if (req.url === "/clip.mp4") {
       void fs.readFile(clip).then((bytes) => res.writeHead(200, { "content-type": "video/mp4" }).end(bytes));
+    } else if (req.url === "/garbage.mp4") {
+      res.writeHead(200, { "content-type": "video/mp4" }).end(randomBytes(2048));
     } else res.writeHead(404).end();
   });
   await new Promise<void>((resolve) => files.listen(0, "127.0.0.1", resolve));
@@ -391,6 +393,24 @@ describe("CreateFaceSwap rules", () => {
       expect(result.status, body).toBe(400);
       expect(result.body).toMatchObject({ code: Code.INVALID_ARGUMENT, message: expect.any(String) });
     }
+  });
+
+  it.each(TRANSPORTS)("%s: a URL input of a refused create is not kept", async (transport) => {
+    const w = await workspace(t, 0);
+    const client = api(t, transport, w.key);
+    const imports = path.join(dir, "t-data", "blobs", "api-assets", w.accountId, "imports");
+    const kept = async () => (await fs.readdir(imports).catch(() => [])).length;
+    const stream = (url: string, extra: Record<string, unknown> = {}) => ({
+      assets: { video_source: "stream", stream_url: url, image_file_path: w.image },
+      start_seconds: 0,
+      end_seconds: 1,
+      ...extra,
+    });
+    // Undecodable, starting after the end, and valid but unaffordable: each fetched, none kept.
+    expectFailure(await client.createFaceSwap(stream(`${filesUrl}/garbage.mp4`)), Code.INVALID_ARGUMENT, 400, "assets.stream_url");
+    expectFailure(await client.createFaceSwap(stream(`${filesUrl}/clip.mp4`, { start_seconds: 5, end_seconds: 6 })), Code.INVALID_ARGUMENT, 400, "start_seconds");
+    expectFailure(await client.createFaceSwap(stream(`${filesUrl}/clip.mp4`)), Code.RESOURCE_EXHAUSTED, 429);
+    expect(await kept()).toBe(0);
   });
 
   it.each(TRANSPORTS)("%s: the youtube alias takes youtube_url, fetched through the SSRF guard", async (transport) => {
