@@ -458,6 +458,9 @@ describe("admin routes", () => {
       name: "http user",
       group_ids: ["ops"],
       create_time: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/),
+      plan: "free",
+      credit_balance: "0",
+      credits_reserved: "0",
     });
     const accountId = account.body.id as string;
 

@@ -256,6 +256,8 @@ describe("server reflection", () => {
       "CreateApiKey",
       "ListApiKeys",
       "RevokeApiKey",
+      "SetAccountPlan",
+      "GrantCredits",
     ]);
   });
 });

@@ -96,22 +96,24 @@ export async function findJob(db: Db, accountId: string, type: JobType, id: stri
     .executeTakeFirst();
 }
 
+/** Where a page ended: created_at in microseconds since the epoch (a Date keeps only milliseconds) and the id. */
 export interface JobCursor {
-  createdAt: Date;
+  createdUs: number;
   id: string;
 }
 
-/** Newest first, keyset-paged on (created_at, id). */
+/** Newest first, keyset-paged on (created_at, id); each row carries its own cursor. */
 export async function listJobs(
   db: Db,
   accountId: string,
   type: JobType,
   after: JobCursor | undefined,
   limit: number,
-): Promise<JobRow[]> {
+): Promise<(JobRow & { created_us: number })[]> {
   let query = db
     .selectFrom("faceswap_jobs")
     .selectAll()
+    .select(sql<number>`(extract(epoch from created_at) * 1000000)::bigint`.as("created_us"))
     .where("account_id", "=", accountId)
     .where("type", "=", type)
     .orderBy("created_at", "desc")
@@ -119,7 +121,7 @@ export async function listJobs(
     .limit(limit);
   if (after) {
     query = query.where(({ eb, refTuple, tuple }) =>
-      eb(refTuple("created_at", "id"), "<", tuple(after.createdAt, after.id)),
+      eb(refTuple("created_at", "id"), "<", tuple(sql<Date>`timestamptz 'epoch' + ${after.createdUs} * interval '1 microsecond'`, after.id)),
     );
   }
   return query.execute();

@@ -365,16 +365,15 @@ function invalid(field: string, description: string): RpcError {
   return invalidArgument([{ field, description }]);
 }
 
-function encodeCursor(row: JobRow): string {
-  return Buffer.from(JSON.stringify([row.created_at.toISOString(), row.id])).toString("base64url");
+function encodeCursor(row: { created_us: number; id: string }): string {
+  return Buffer.from(JSON.stringify([row.created_us, row.id])).toString("base64url");
 }
 
 /** The cursor, or null when the token is not one of ours. */
 function decodeCursor(token: string): repo.JobCursor | null {
   try {
-    const [time, id] = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as [string, string];
-    const createdAt = new Date(time);
-    return Number.isNaN(createdAt.getTime()) || !isUuid(id) ? null : { createdAt, id };
+    const [createdUs, id] = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as [unknown, unknown];
+    return Number.isSafeInteger(createdUs) && typeof id === "string" && isUuid(id) ? { createdUs: createdUs as number, id } : null;
   } catch {
     return null;
   }
