@@ -1,4 +1,6 @@
-import type { Readable } from "node:stream";
+import { createWriteStream } from "node:fs";
+import { Transform, type Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
 
 export interface BlobInfo {
   size: number;
@@ -48,6 +50,19 @@ export class BlobTooLargeError extends Error {
     super(`larger than the limit of ${maxBytes} bytes`);
     this.name = "BlobTooLargeError";
   }
+}
+
+/** Streams `body` into a new local file, failing with BlobTooLargeError past `maxBytes`; the bytes written. */
+export async function writeCapped(body: Readable, file: string, maxBytes: number): Promise<number> {
+  let size = 0;
+  const limit = new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      size += chunk.length;
+      callback(size > maxBytes ? new BlobTooLargeError(maxBytes) : null, chunk);
+    },
+  });
+  await pipeline(body, limit, createWriteStream(file));
+  return size;
 }
 
 const KEY = /^[A-Za-z0-9_-][A-Za-z0-9._-]*(\/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$/;

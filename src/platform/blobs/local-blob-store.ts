@@ -1,10 +1,9 @@
 import { randomUUID } from "node:crypto";
-import { createReadStream, createWriteStream } from "node:fs";
+import { createReadStream } from "node:fs";
 import fs from "node:fs/promises";
 import path from "node:path";
-import { Transform, type Readable } from "node:stream";
-import { pipeline } from "node:stream/promises";
-import { BlobTooLargeError, isBlobKey, type BlobInfo, type BlobStore, type ByteRange, type LocalCopy } from "./blob-store.js";
+import type { Readable } from "node:stream";
+import { isBlobKey, writeCapped, type BlobInfo, type BlobStore, type ByteRange, type LocalCopy } from "./blob-store.js";
 
 /** Blobs as files under one directory (DATA_DIR/blobs by default); writes land by rename, so readers never see half a file. */
 export class LocalBlobStore implements BlobStore {
@@ -14,21 +13,14 @@ export class LocalBlobStore implements BlobStore {
     const file = this.pathOf(key);
     await fs.mkdir(path.dirname(file), { recursive: true });
     const partial = `${file}.${randomUUID()}.part`;
-    let size = 0;
-    const limit = new Transform({
-      transform(chunk: Buffer, _encoding, callback) {
-        size += chunk.length;
-        callback(size > options.maxBytes ? new BlobTooLargeError(options.maxBytes) : null, chunk);
-      },
-    });
     try {
-      await pipeline(body, limit, createWriteStream(partial));
+      const size = await writeCapped(body, partial, options.maxBytes);
       await fs.rename(partial, file);
+      return { size };
     } catch (error) {
       await fs.rm(partial, { force: true });
       throw error;
     }
-    return { size };
   }
 
   async putFile(key: string, file: string): Promise<BlobInfo> {

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { createReadStream, createWriteStream } from "node:fs";
 import fs from "node:fs/promises";
 import path from "node:path";
-import { Readable, Transform } from "node:stream";
+import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import {
   DeleteObjectsCommand,
@@ -14,7 +14,7 @@ import {
   paginateListObjectsV2,
 } from "@aws-sdk/client-s3";
 import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
-import { BlobTooLargeError, contentTypeOf, isBlobKey, type BlobInfo, type BlobStore, type ByteRange, type LocalCopy } from "./blob-store.js";
+import { contentTypeOf, isBlobKey, writeCapped, type BlobInfo, type BlobStore, type ByteRange, type LocalCopy } from "./blob-store.js";
 
 export interface S3BlobStoreOptions {
   bucket: string;
@@ -63,20 +63,13 @@ export class S3BlobStore implements BlobStore {
     const objectKey = this.objectKeyOf(key);
     await fs.mkdir(this.tempDir, { recursive: true });
     const spool = path.join(this.tempDir, `${randomUUID()}.part`);
-    let size = 0;
-    const limit = new Transform({
-      transform(chunk: Buffer, _encoding, callback) {
-        size += chunk.length;
-        callback(size > options.maxBytes ? new BlobTooLargeError(options.maxBytes) : null, chunk);
-      },
-    });
     try {
-      await pipeline(body, limit, createWriteStream(spool));
+      const size = await writeCapped(body, spool, options.maxBytes);
       await this.upload(objectKey, spool, size, options.contentType ?? contentTypeOf(key));
+      return { size };
     } finally {
       await fs.rm(spool, { force: true });
     }
-    return { size };
   }
 
   async putFile(key: string, file: string, contentType: string): Promise<BlobInfo> {
