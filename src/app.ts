@@ -5,7 +5,7 @@ import { AuthService } from "./auth/service.js";
 import type { Config } from "./config.js";
 import { faceSwapServices } from "./faceswap/handlers.js";
 import { JobRunner } from "./faceswap/job-runner.js";
-import { createFaceDetector, createRenderer } from "./faceswap/render/index.js";
+import { createFaceSwapEngine } from "./faceswap/render/index.js";
 import type { Renderer } from "./faceswap/renderer.js";
 import { FaceSwapService } from "./faceswap/service.js";
 import { SourceResolver } from "./faceswap/sources.js";
@@ -130,12 +130,13 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
       imageBytes: config.blobs.maxImageBytes,
       audioBytes: config.blobs.maxAudioBytes,
     });
-    renderer = createRenderer({ workers: config.faceswap.renderThreads, logger });
+    const engine = createFaceSwapEngine({ workers: config.faceswap.renderThreads, logger });
+    renderer = engine;
     jobs = new JobRunner(
       db,
       blobs,
       renderer,
-      createFaceDetector({ workers: config.faceswap.renderThreads, logger }),
+      engine,
       notifications,
       webhooks,
       logger,

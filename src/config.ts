@@ -44,6 +44,8 @@ export interface Config {
     concurrency: number;
     /** Worker threads of one replica's renderer. */
     renderThreads: number;
+    /** Load the renderer's models at start rather than when the first job arrives. */
+    preload: boolean;
     /** A job whose worker stops renewing its lease for this long is claimed again. */
     leaseMs: number;
     /** Claims of one job before it ends in error (worker_lost). */
@@ -168,6 +170,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     faceswap: {
       concurrency: int("RENDER_CONCURRENCY", 1, 0, 64),
       renderThreads: int("RENDER_THREADS", 2, 1, 64),
+      preload: bool("RENDER_PRELOAD", true),
       leaseMs: int("JOB_LEASE_MS", 30_000, 500, 3_600_000),
       maxAttempts: int("JOB_MAX_ATTEMPTS", 3, 1, 100),
       pollMs: int("JOB_POLL_MS", 2_000, 50, 600_000),

@@ -3,7 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { crop, decodeFrames, encodePng, type RgbImage } from "../src/faceswap/render/images.js";
-import { createFaceDetector, createRenderer, type RendererOptions } from "../src/faceswap/render/index.js";
+import { createFaceSwapEngine, type RendererOptions } from "../src/faceswap/render/index.js";
 import type { FaceData } from "../src/faceswap/render/protocol.js";
 import { analyseImage } from "../src/faceswap/render/sources.js";
 import { SwapStage } from "../src/faceswap/render/swap-stage.js";
@@ -31,8 +31,7 @@ beforeAll(async () => {
   dir = await fs.mkdtemp(path.join(os.tmpdir(), "render-test-"));
   await fs.mkdir(artifacts, { recursive: true });
   const options: RendererOptions = { workers: 2, logger: createLogger("silent") };
-  renderer = createRenderer(options);
-  detector = createFaceDetector(options);
+  renderer = detector = createFaceSwapEngine(options);
   [judge, clip] = await Promise.all([
     WorkerPool.start(1, createLogger("silent")),
     makeClip(path.join(dir, "people.mp4"), { seconds: 1.2, fps: 10, width: 480, audio: true }),

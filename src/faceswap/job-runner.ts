@@ -22,6 +22,8 @@ export interface JobRunnerOptions {
   maxAttempts: number;
   /** How often an idle worker looks for work nobody announced (expired leases). */
   pollMs: number;
+  /** Load the renderer at start, so the first job does not wait for its models. */
+  preload: boolean;
 }
 
 /** Why a running job was stopped without an outcome of its own. */
@@ -57,6 +59,12 @@ export class JobRunner {
   }
 
   start(): void {
+    if (this.options.concurrency === 0) return;
+    if (this.options.preload) {
+      this.renderer
+        .prepare()
+        .catch((error: unknown) => this.logger.warn({ event: "renderer_prepare_failed", err: error }, "could not load the renderer"));
+    }
     for (let i = 0; i < this.options.concurrency; i++) this.loops.push(this.loop());
   }
 

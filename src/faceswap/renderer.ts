@@ -57,6 +57,8 @@ export class RenderError extends Error {
 }
 
 export interface Renderer {
+  /** Starts workers and loads models ahead of the first job (which would otherwise wait for them). */
+  prepare(): Promise<void>;
   render(request: RenderRequest): Promise<RenderResult>;
   /** Releases workers and models. */
   close(): Promise<void>;

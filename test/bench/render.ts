@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { createFaceDetector, createRenderer, type RendererOptions } from "../../src/faceswap/render/index.js";
+import { createFaceSwapEngine, type RendererOptions } from "../../src/faceswap/render/index.js";
 import type { StyleVersion } from "../../src/faceswap/renderer.js";
 import { createLogger } from "../../src/platform/logger.js";
 import { runFfmpeg } from "../../src/platform/media/ffmpeg.js";
@@ -36,10 +36,10 @@ const SIZES = [
 export async function benchRender(): Promise<RenderRun[]> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), "bench-render-"));
   const options: RendererOptions = { workers: 2, logger: createLogger("warn") };
-  const renderer = createRenderer(options);
+  const renderer = createFaceSwapEngine(options);
   try {
     const clip = await makeClip(path.join(dir, "three-faces.mp4"), { seconds: SECONDS, fps: FPS, width: 1080, audio: true });
-    const crops = await createFaceDetector(options).detect({
+    const crops = await renderer.detect({
       input: samplePhoto(3), still: true, confidence: 0.5, outputDirectory: dir, signal: new AbortController().signal,
     });
     const face = crops.find((crop) => crop.index === 1)!.png;

@@ -47,6 +47,8 @@ export async function startTestApp(databaseUrl: string, env: Record<string, stri
     SHUTDOWN_GRACE_MS: "2000",
     // Test receivers listen on loopback.
     WEBHOOK_ALLOW_PRIVATE: "true",
+    // Most test files never render: the models load with the first job instead.
+    RENDER_PRELOAD: "false",
     ...env,
   });
   const logs: Record<string, unknown>[] = [];

@@ -20,7 +20,8 @@ export class ServiceProcess {
     delete inherited.NODE_OPTIONS;
     this.child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
       cwd: ROOT,
-      env: { ...inherited, ...env },
+      // The renderer's models load with the first job, not at start (few of these processes render).
+      env: { ...inherited, RENDER_PRELOAD: "false", ...env },
       stdio: ["ignore", "pipe", "pipe"],
     });
     this.child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {

@@ -55,6 +55,10 @@ class FaceSwapRenderer implements Renderer, FaceDetector {
     }
   }
 
+  async prepare(): Promise<void> {
+    await this.workers(new AbortController().signal);
+  }
+
   async detect(request: FaceDetectionRequest): Promise<DetectedFace[]> {
     return detectFaces(await this.workers(request.signal), request);
   }
@@ -81,19 +85,7 @@ class FaceSwapRenderer implements Renderer, FaceDetector {
   }
 }
 
-// Both factories called with the same options object share one instance, and so one worker pool.
-const instances = new WeakMap<RendererOptions, FaceSwapRenderer>();
-
-function instance(options: RendererOptions): FaceSwapRenderer {
-  let renderer = instances.get(options);
-  if (!renderer) instances.set(options, (renderer = new FaceSwapRenderer(options)));
-  return renderer;
-}
-
-export function createRenderer(options: RendererOptions): Renderer {
-  return instance(options);
-}
-
-export function createFaceDetector(options: RendererOptions): FaceDetector {
-  return instance(options);
+/** The renderer and the face detector of one replica, on one pool of worker threads. */
+export function createFaceSwapEngine(options: RendererOptions): Renderer & FaceDetector {
+  return new FaceSwapRenderer(options);
 }
