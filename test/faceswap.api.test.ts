@@ -43,6 +43,8 @@ interface Uploads {
   video: string;
   image: string;
   garbage: string;
+  /** One second of picture under three of sound. */
+  shortPicture: string;
 }
 let owner: { accountId: string; key: string };
 let mine: Uploads;
@@ -56,6 +58,11 @@ beforeAll(async () => {
     makeClip(path.join(dir, "clip.mp4"), { seconds: 2, fps: 10, width: 320 }),
     makeClip(path.join(dir, "wide.mp4"), { seconds: 1, fps: 5, width: 1280 }),
     runFfmpeg(["-y", "-loglevel", "error", "-f", "lavfi", "-i", "color=c=red:s=16x16", "-frames:v", "1", path.join(dir, "tiny.png")]),
+    runFfmpeg([
+      "-y", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc=size=160x120:rate=20:duration=1",
+      "-f", "lavfi", "-i", "sine=frequency=440:duration=3", "-c:v", "libx264", "-preset", "ultrafast",
+      "-pix_fmt", "yuv420p", "-c:a", "aac", path.join(dir, "short-picture.mp4"),
+    ]),
   ]);
   // Settled, not Promise.all: an app that started is assigned (and stopped by afterAll) even when the other failed.
   const started = await Promise.allSettled([
@@ -94,13 +101,14 @@ beforeAll(async () => {
 
   owner = await fundedAccount(q, 1_000_000);
   const stranger = await fundedAccount(q, 1_000_000);
-  const [video, image, garbage, foreign] = await Promise.all([
+  const [video, image, garbage, foreign, shortPicture] = await Promise.all([
     uploadFile(q, owner.key, "video", "mp4", clip),
     uploadFile(q, owner.key, "image", "png", tinyPng),
     uploadFile(q, owner.key, "video", "mp4", randomBytes(4096)),
     uploadFile(q, stranger.key, "video", "mp4", clip),
+    uploadFile(q, owner.key, "video", "mp4", path.join(dir, "short-picture.mp4")),
   ]);
-  mine = { video, image, garbage };
+  mine = { video, image, garbage, shortPicture };
   strangerVideo = foreign;
 }, 120_000);
 
@@ -299,6 +307,11 @@ describe("CreateFaceSwap rules", () => {
     ["no end_seconds", () => valid({ end_seconds: undefined }), "end_seconds"],
     ["start_seconds at the video's end", () => valid({ start_seconds: 2, end_seconds: 3 }), "start_seconds"],
     ["start_seconds beyond the video's end", () => valid({ start_seconds: 5, end_seconds: 6 }), "start_seconds"],
+    [
+      "start_seconds past the last frame while the sound runs on",
+      () => valid({ start_seconds: 2, end_seconds: 3 }, { video_file_path: mine.shortPicture }),
+      "start_seconds",
+    ],
     ["an unknown style.version", () => valid({ style: { version: "v3" } }), "style.version"],
     ["a name over 200 characters", () => valid({ name: "n".repeat(201) }), "name"],
     ["another account's video path", () => valid({}, { video_file_path: strangerVideo }), "assets.video_file_path"],

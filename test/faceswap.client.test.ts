@@ -135,23 +135,18 @@ describe("generate()", () => {
 
   it("throws FaceSwapJobError with the project's error code when the render fails", async () => {
     const { client } = await funded(t);
-    // One second of picture under three of sound: the container says 3 s, so 2..3 s is accepted,
-    // but there is no frame to decode in it.
-    const silentEnd = path.join(dir, "short-picture.mp4");
-    await runFfmpeg([
-      "-y", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=20:duration=1",
-      "-f", "lavfi", "-i", "sine=frequency=440:duration=3", "-c:v", "libx264", "-preset", "ultrafast",
-      "-pix_fmt", "yuv420p", "-c:a", "aac", silentEnd,
-    ]);
-    const error = await generateFaceSwap(client, { startSeconds: 2, endSeconds: 3, assets: { videoFilePath: silentEnd, imageFilePath: face } }, {
+    // A picture without a face: the upload is a valid image, the render refuses it as the new face.
+    const faceless = path.join(dir, "no-face.png");
+    await runFfmpeg(["-y", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc=size=320x240", "-frames:v", "1", faceless]);
+    const error = await generateFaceSwap(client, { startSeconds: 0, endSeconds: 0.5, assets: { videoFilePath: video, imageFilePath: faceless } }, {
       downloadDirectory: dir,
       pollIntervalMs: 50,
     }).catch((e: unknown) => e);
 
     expect(error).toBeInstanceOf(FaceSwapJobError);
     const jobError = error as FaceSwapJobError;
-    expect(jobError.code).toBe("decode_failed");
-    expect(jobError.project).toMatchObject({ status: "error", creditsCharged: 0, error: { code: "decode_failed" } });
+    expect(jobError.code).toBe("no_face_in_source");
+    expect(jobError.project).toMatchObject({ status: "error", creditsCharged: 0, error: { code: "no_face_in_source" } });
   });
 
   it("throws a canceled FaceSwapJobError when the project is canceled elsewhere", async () => {

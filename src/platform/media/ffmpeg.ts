@@ -34,7 +34,15 @@ const STILL_CODECS = new Set(["png", "mjpeg", "bmp", "tiff", "webp", "jpeg2000",
  */
 export async function probeMedia(input: string, signal?: AbortSignal): Promise<MediaInfo> {
   const stderr = await runFfmpeg(["-hide_banner", "-nostdin", "-i", input], { allowFailure: true, signal });
-  return parseProbe(stderr);
+  const info = parseProbe(stderr);
+  if (info.still) return info;
+  // The container's Duration is its longest stream's: sound that runs on past the picture would let
+  // a clip range with no frame in it through. Counting the video stream's packets (a copy, no
+  // decoding) gives the picture's own length.
+  const counted = await runFfmpeg(["-hide_banner", "-nostdin", "-i", input, "-map", "0:v:0", "-c", "copy", "-f", "null", "-"], { signal });
+  const frames = Number([...counted.matchAll(/frame=\s*(\d+)/g)].at(-1)?.[1] ?? 0);
+  const pictureSeconds = frames > 0 && info.fps > 0 ? frames / info.fps : info.durationSeconds;
+  return { ...info, durationSeconds: Math.min(info.durationSeconds, pictureSeconds) };
 }
 
 /** Parses the stderr of `ffmpeg -i`. Exported for its own tests. */
