@@ -123,7 +123,7 @@ export class JobRunner {
         },
         (error: unknown) => log.warn({ event: "job_lease_renewal_failed", err: error }, "lease renewal failed"),
       );
-    }, Math.max(200, Math.floor(this.options.leaseMs / 3)));
+    }, renewalMs(this.options.leaseMs));
     const workDir = await fs.mkdtemp(path.join(os.tmpdir(), "atrium-job-"));
     const copies: LocalCopy[] = [];
     const local = async (key: string) => {
@@ -251,6 +251,14 @@ export class JobRunner {
     await this.events.emit(this.db, job.account_id, event, eventData(job));
     this.events.wake();
   }
+}
+
+/**
+ * Leases are renewed at least every second, whatever their length: each renewal also records the
+ * frames rendered (what clients show as progress) and notices a cancel whose notice was lost.
+ */
+function renewalMs(leaseMs: number): number {
+  return Math.max(200, Math.min(1_000, Math.floor(leaseMs / 3)));
 }
 
 /** What a video.* event says about the project (download links are fetched with GetVideoProject). */
