@@ -19,6 +19,10 @@ export interface StyleParams {
   sharpen: number;
   /** Share of the target's own fine detail (high-pass) kept on top of the new face. */
   keepTexture: number;
+  /** How far the warped face's local chroma (blurred over `chromaRadius`) moves to the target's (0..1). */
+  chromaTransfer: number;
+  /** Blur radius of that local chroma as a share of the face's size. */
+  chromaRadius: number;
   /** Feather width of the mask edge as a share of the face's size. */
   feather: number;
   /** How far the target's inner landmarks move to the source's proportions (0 = target geometry). */
@@ -29,14 +33,23 @@ export interface StyleParams {
  * v1 blends: the target's skin tone and contrast are taken over completely (mean and std in YCbCr),
  * a fifth of its fine texture stays on top, the inner features move 60 % of the way to the source's
  * proportions, and the face is laid at 90 % opacity with a wide feather (8 % of the face size), so
- * the result sits in the footage. v2 replaces: full opacity, only the mean colour moves (60 %; the
- * source's own contrast and some of its tone stay), an unsharp mask (amount 0.8, 3x3) restores detail
- * the warp softened, the features take 90 % of the source's proportions, and a narrow feather (3 %)
- * keeps the new face's edges.
+ * the result sits in the footage. v2 replaces: full opacity, the mean colour moves 60 % and then the
+ * local chroma (blurred over a tenth of the face) 60 % of what is left, so a coloured light on the
+ * source photo fades without touching its luminance and contrast; an unsharp mask (amount 0.8, 3x3)
+ * restores detail the warp softened, the features take the source's proportions fully, and a narrow
+ * feather (3 %) keeps the new face's edges. Moving v2's colour further (mean 0.9 and std 0.5, or the
+ * local chroma all the way) makes the face-recognition embedding, which sees colour, fall back towards
+ * the original person's.
  */
 export const STYLES: Record<StyleVersion, StyleParams> = {
-  v1: { opacity: 0.9, meanTransfer: 1, stdTransfer: 1, sharpen: 0, keepTexture: 0.2, feather: 0.08, reshape: 0.6 },
-  v2: { opacity: 1, meanTransfer: 0.6, stdTransfer: 0, sharpen: 0.8, keepTexture: 0, feather: 0.03, reshape: 0.9 },
+  v1: {
+    opacity: 0.9, meanTransfer: 1, stdTransfer: 1, chromaTransfer: 0, chromaRadius: 0.1, sharpen: 0, keepTexture: 0.2,
+    feather: 0.08, reshape: 0.6,
+  },
+  v2: {
+    opacity: 1, meanTransfer: 0.6, stdTransfer: 0, chromaTransfer: 0.6, chromaRadius: 0.1, sharpen: 0.8, keepTexture: 0,
+    feather: 0.03, reshape: 1,
+  },
 };
 
 const MAX_FEATHER = Math.max(...Object.values(STYLES).map((style) => style.feather));
@@ -129,6 +142,9 @@ export function swapFace(
     for (let i = 0; i < w * 3; i++) targetPatch[y * w * 3 + i] = frame[row + i]!;
   }
   transferColour(warped, targetPatch, covered, style);
+  if (style.chromaTransfer > 0) {
+    transferChroma(warped, targetPatch, covered, w, h, style.chromaTransfer, Math.max(1, Math.round(style.chromaRadius * faceSize)));
+  }
   if (style.sharpen > 0) addDetail(warped, warped, w, h, style.sharpen, 1);
   if (style.keepTexture > 0) addDetail(warped, targetPatch, w, h, style.keepTexture, Math.max(1, Math.round(faceSize / 80)));
   const alpha = featherMask(covered, w, h, Math.max(2, Math.round(style.feather * faceSize)));
@@ -172,18 +188,26 @@ function warpTriangles(
   if (w < 8 || h < 8) return undefined;
   const warped = scratch("warped", w * h * 3);
   const covered = scratch("covered", w * h);
-  const src = source.pixels;
-  const sw = source.width;
-  const sh = source.height;
+  let sminX = Infinity, sminY = Infinity, smaxX = -Infinity, smaxY = -Infinity;
+  for (let i = 0; i < source.mesh.length; i += 2) {
+    sminX = Math.min(sminX, source.mesh[i]!);
+    smaxX = Math.max(smaxX, source.mesh[i]!);
+    sminY = Math.min(sminY, source.mesh[i + 1]!);
+    smaxY = Math.max(smaxY, source.mesh[i + 1]!);
+  }
+  const levels = pyramid(source);
+  const level = Math.max(0, Math.min(levels.length - 1, Math.floor(Math.log2(Math.sqrt((smaxX - sminX) * (smaxY - sminY)) / faceSize))));
+  const { pixels: src, width: sw, height: sh } = levels[level]!;
+  const unit = 1 / 2 ** level;
   for (let t = 0; t + 2 < triangles.length; t += 3) {
     const a = triangles[t]! * 2, b = triangles[t + 1]! * 2, c = triangles[t + 2]! * 2;
     const ax = target[a]! - x0, ay = target[a + 1]! - y0;
     const bx = target[b]! - x0, by = target[b + 1]! - y0;
     const cx = target[c]! - x0, cy = target[c + 1]! - y0;
     const area = (bx - ax) * (cy - ay) - (by - ay) * (cx - ax);
-    const sax = source.mesh[a]!, say = source.mesh[a + 1]!;
-    const sbx = source.mesh[b]!, sby = source.mesh[b + 1]!;
-    const scx = source.mesh[c]!, scy = source.mesh[c + 1]!;
+    const sax = source.mesh[a]! * unit, say = source.mesh[a + 1]! * unit;
+    const sbx = source.mesh[b]! * unit, sby = source.mesh[b + 1]! * unit;
+    const scx = source.mesh[c]! * unit, scy = source.mesh[c + 1]! * unit;
     const sourceArea = (sbx - sax) * (scy - say) - (sby - say) * (scx - sax);
     // A triangle that turned over faces away from the camera (head turned); its far side is hidden.
     if (Math.abs(area) < 1e-3 || area * sourceArea <= 0) continue;
@@ -219,6 +243,37 @@ function warpTriangles(
     }
   }
   return { x0, y0, w, h, faceSize, warped, covered };
+}
+
+interface Level {
+  pixels: Uint8Array;
+  width: number;
+  height: number;
+}
+
+// Faces in footage are often several times smaller than the source photo's; sampling it directly
+// aliases its fine texture into noise, so each source keeps halvings to sample from instead.
+const pyramids = new WeakMap<SourceFace, Level[]>();
+
+function pyramid(source: SourceFace): Level[] {
+  let levels = pyramids.get(source);
+  if (levels) return levels;
+  levels = [{ pixels: source.pixels, width: source.width, height: source.height }];
+  for (let top = levels[0]!; top.width >= 32 && top.height >= 32; top = levels.at(-1)!) {
+    const width = top.width >> 1, height = top.height >> 1;
+    const pixels = new Uint8Array(width * height * 3);
+    for (let y = 0; y < height; y++) {
+      for (let x = 0; x < width; x++) {
+        const p = (2 * y * top.width + 2 * x) * 3, q = p + top.width * 3;
+        for (let c = 0; c < 3; c++) {
+          pixels[(y * width + x) * 3 + c] = (top.pixels[p + c]! + top.pixels[p + 3 + c]! + top.pixels[q + c]! + top.pixels[q + 3 + c]! + 2) >> 2;
+        }
+      }
+    }
+    levels.push({ pixels, width, height });
+  }
+  pyramids.set(source, levels);
+  return levels;
 }
 
 /** Mean/std transfer of the warped face towards the target, per YCbCr channel, over covered pixels. */
@@ -258,6 +313,38 @@ function transferColour(warped: Float32Array, target: Float32Array, covered: Flo
 }
 
 const ycbcr: [number, number, number] = [0, 0, 0];
+
+/**
+ * Moves the warped face's chroma towards the target's, pixel by pixel, by the difference of their
+ * chroma blurred over `radius` (each averaged over covered pixels only, so hair and background around
+ * the face do not count). A coloured light on the source photo (one cheek orange, the other blue)
+ * varies across the face, which one mean shift cannot undo; the blurred difference does, while the
+ * source's luminance, which carries most of its identity, stays.
+ */
+function transferChroma(warped: Float32Array, target: Float32Array, covered: Float32Array, w: number, h: number, amount: number, radius: number): void {
+  const n = w * h;
+  const packed = scratch("chroma", n * 5);
+  for (let i = 0; i < n; i++) {
+    if (covered[i] === 0) continue;
+    toYCbCr(warped, i * 3);
+    packed[i * 5] = ycbcr[1];
+    packed[i * 5 + 1] = ycbcr[2];
+    toYCbCr(target, i * 3);
+    packed[i * 5 + 2] = ycbcr[1];
+    packed[i * 5 + 3] = ycbcr[2];
+    packed[i * 5 + 4] = 1;
+  }
+  // Two box passes approach a Gaussian; one leaves visible steps where the face's edge enters the box.
+  const field = boxBlur(boxBlur(packed, scratch("chroma1", n * 5), w, h, 5, radius), packed, w, h, 5, radius);
+  for (let i = 0; i < n; i++) {
+    if (covered[i] === 0) continue;
+    const weight = amount / field[i * 5 + 4]!;
+    toYCbCr(warped, i * 3);
+    ycbcr[1] += (field[i * 5 + 2]! - field[i * 5]!) * weight;
+    ycbcr[2] += (field[i * 5 + 3]! - field[i * 5 + 1]!) * weight;
+    fromYCbCr(warped, i * 3);
+  }
+}
 
 function toYCbCr(rgb: Float32Array, p: number): void {
   const r = rgb[p]!, g = rgb[p + 1]!, b = rgb[p + 2]!;
