@@ -5,6 +5,7 @@ import { AuthService } from "./auth/service.js";
 import type { Config } from "./config.js";
 import { faceSwapServices } from "./faceswap/handlers.js";
 import { JobRunner } from "./faceswap/job-runner.js";
+import { JobMetrics } from "./faceswap/metrics.js";
 import { createFaceSwapEngine } from "./faceswap/render/index.js";
 import type { Renderer } from "./faceswap/renderer.js";
 import { FaceSwapService } from "./faceswap/service.js";
@@ -23,6 +24,8 @@ import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from "./platform/d
 import { Notifications } from "./platform/db/notifications.js";
 import { MediaProbes } from "./platform/media/probes.js";
 import type { Logger } from "./platform/logger.js";
+import { Metrics } from "./platform/metrics.js";
+import { registerProcessMetrics } from "./platform/process-metrics.js";
 import type { Authenticator } from "./platform/auth.js";
 import { ExpirySweeper } from "./registry/expiry.js";
 import { registryService } from "./registry/handlers.js";
@@ -36,6 +39,7 @@ import { WebhookService } from "./webhooks/service.js";
 import { SsrfGuard } from "./platform/ssrf.js";
 import { startGrpcServer, type GrpcServer } from "./transport/grpc/server.js";
 import { blobRoutes } from "./transport/http/blob-routes.js";
+import { metricsRoute } from "./transport/http/metrics-route.js";
 import { startHttpServer, type HttpServer } from "./transport/http/server.js";
 import { Transcoder } from "./transport/http/transcoder.js";
 import { Router } from "./transport/router.js";
@@ -100,6 +104,9 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
 
   try {
     await migrateToLatest(db, logger);
+    const metrics = new Metrics();
+    registerProcessMetrics(metrics);
+    const jobMetrics = new JobMetrics(metrics, db);
 
     const auth = new AuthService(db, notifications, logger);
     namespaceCache = new NamespaceCache(db, notifications, logger);
@@ -114,6 +121,7 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
       notifications,
       logger,
       config.webhooks,
+      metrics,
     );
     const webhooks = new WebhookService(db, guard, dispatcher);
 
@@ -125,11 +133,20 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
       imageBytes: config.blobs.maxImageBytes,
       fetchTimeoutMs: config.faceswap.fetchTimeoutMs,
     });
-    const faceSwap = new FaceSwapService(db, blobs, signer, sources, notifications, webhooks, {
-      videoBytes: config.blobs.maxVideoBytes,
-      imageBytes: config.blobs.maxImageBytes,
-      audioBytes: config.blobs.maxAudioBytes,
-    });
+    const faceSwap = new FaceSwapService(
+      db,
+      blobs,
+      signer,
+      sources,
+      notifications,
+      webhooks,
+      {
+        videoBytes: config.blobs.maxVideoBytes,
+        imageBytes: config.blobs.maxImageBytes,
+        audioBytes: config.blobs.maxAudioBytes,
+      },
+      jobMetrics,
+    );
     const engine = createFaceSwapEngine({ workers: config.faceswap.renderThreads, logger });
     renderer = engine;
     jobs = new JobRunner(
@@ -140,6 +157,7 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
       notifications,
       webhooks,
       logger,
+      jobMetrics,
       config.faceswap,
     );
     await notifications.start();
@@ -164,11 +182,16 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
       ],
       authenticate,
       logger,
+      metrics,
     );
     grpc = await startGrpcServer(router, config.host, config.grpcPort);
     http = await startHttpServer(
       new Transcoder(router),
-      [dashboardRoutes(authenticate), blobRoutes(blobs, signer, logger, (key, size) => probes.probe(key, size))],
+      [
+        metricsRoute(metrics, authenticate, config.metricsPublic),
+        dashboardRoutes(authenticate),
+        blobRoutes(blobs, signer, logger, (key, size) => probes.probe(key, size)),
+      ],
       config.host,
       config.httpPort,
       logger,

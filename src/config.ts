@@ -30,6 +30,8 @@ export interface Config {
    * http://localhost:<HTTP port>.
    */
   publicUrl: string | undefined;
+  /** Serve /metrics without an API key (a scraper on a private network); else it takes an admin key. */
+  metricsPublic: boolean;
   blobs: {
     /** Uploads and outputs go to this S3-compatible bucket when set; else to DATA_DIR/blobs. */
     s3: S3Config | undefined;
@@ -160,6 +162,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     expirySweepMs: int("INSTANCE_EXPIRY_SWEEP_MS", 500, 50, 60_000),
     cacheCheckMs: int("CACHE_CHECK_MS", 5_000, 100, 3_600_000),
     publicUrl,
+    metricsPublic: bool("METRICS_PUBLIC", false),
     blobs: {
       s3,
       signingSecret,

@@ -8,6 +8,7 @@ import type { Notifications } from "../platform/db/notifications.js";
 import type { JobRow } from "../platform/db/schema.js";
 import type { Logger } from "../platform/logger.js";
 import type { EventSink } from "./events.js";
+import type { JobMetrics } from "./metrics.js";
 import { RenderError, type FaceDetector, type Renderer } from "./renderer.js";
 import * as repo from "./repository.js";
 import { outputKey } from "./rules.js";
@@ -49,6 +50,7 @@ export class JobRunner {
     notifications: Notifications,
     private readonly events: EventSink,
     private readonly logger: Logger,
+    private readonly metrics: JobMetrics,
     private readonly options: JobRunnerOptions,
   ) {
     notifications.on(repo.JOBS_CHANNEL, (payload) => {
@@ -208,6 +210,7 @@ export class JobRunner {
       await this.store.delete([key]);
       throw new Error("job was taken away before it finished");
     }
+    this.metrics.finished(job.type, "complete", result.frames);
     this.events.wake();
   }
 
@@ -227,7 +230,8 @@ export class JobRunner {
       keys.push(key);
     }
     const row = await repo.finishJob(this.db, job.id, { status: "complete", framesRendered: 0, creditsCharged: 0, outputKeys: keys }, this.workerId);
-    if (!row) await this.store.delete(keys);
+    if (row) this.metrics.finished(job.type, "complete");
+    else await this.store.delete(keys);
   }
 
   /** Ends the job in `error` with a full refund, once. */
@@ -244,7 +248,9 @@ export class JobRunner {
       if (row.type === "FACE_SWAP") await this.events.emit(tx, row.account_id, "video.errored", eventData(row));
       return row;
     });
-    if (finished) this.events.wake();
+    if (!finished) return;
+    this.metrics.finished(job.type, "error");
+    this.events.wake();
   }
 
   private async announce(job: JobRow, event: string): Promise<void> {

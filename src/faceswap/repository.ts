@@ -243,3 +243,14 @@ export async function releaseJob(db: Db, id: string, workerId: string): Promise<
     .where("status", "=", "rendering")
     .execute();
 }
+
+/** Open jobs per status; the partial index faceswap_jobs_open holds exactly these rows. */
+export async function countOpenJobs(db: Db): Promise<{ status: JobStatus; count: number }[]> {
+  return db
+    .selectFrom("faceswap_jobs")
+    .select(["status", (eb) => eb.fn.countAll<string>().as("count")])
+    .where("status", "in", ["queued", "rendering"])
+    .groupBy("status")
+    .execute()
+    .then((rows) => rows.map((r) => ({ status: r.status, count: Number(r.count) })));
+}

@@ -12,6 +12,7 @@ import { Code, failedPrecondition, invalidArgument, notFound, RpcError, Violatio
 import { isUuid } from "../platform/ids.js";
 import { outputSize } from "../platform/media/ffmpeg.js";
 import type { EventSink } from "./events.js";
+import type { JobMetrics } from "./metrics.js";
 import * as repo from "./repository.js";
 import {
   assetPrefix,
@@ -66,6 +67,7 @@ export class FaceSwapService {
     private readonly notifications: Notifications,
     private readonly events: EventSink,
     private readonly uploadLimits: UploadLimits,
+    private readonly metrics: JobMetrics,
   ) {}
 
   createUploadUrls(principal: Principal, items: UploadItem[], now = new Date()) {
@@ -192,6 +194,7 @@ export class FaceSwapService {
     });
     // It finished in the meantime: report what it is now.
     if (!canceled) return this.cancelProject(principal, id);
+    this.metrics.finished(canceled.type, "canceled");
     this.notifications.signal(repo.JOBS_CHANNEL, `cancel:${job.id}`);
     return canceled;
   }

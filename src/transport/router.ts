@@ -2,6 +2,7 @@ import type { MethodDefinition } from "@grpc/grpc-js";
 import { hasScope, type Authenticator, type Principal } from "../platform/auth.js";
 import { Code, permissionDenied, RpcError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
+import type { Counter, Histogram, Metrics } from "../platform/metrics.js";
 import type { CallContext, CallResult, IncomingCall, RequiredScope, ServiceImplementation, UnaryHandler } from "./call.js";
 
 /** One unary method, ready to be invoked by either transport. */
@@ -18,16 +19,28 @@ export interface RoutedMethod {
 /**
  * The interceptor chain every call goes through, the same for gRPC and HTTP: request id, deadline,
  * authentication and scope, the handler, error mapping (anything that is not an RpcError becomes an
- * INTERNAL error carrying the request id, logged, never shown), and one log line per call.
+ * INTERNAL error carrying the request id, logged, never shown), and one log line and metric per call.
  */
 export class Router {
   readonly methods = new Map<string, RoutedMethod>();
+  private readonly requests: Counter<"method" | "code" | "transport">;
+  private readonly durations: Histogram<"method" | "transport">;
 
   constructor(
     services: ServiceImplementation[],
     private readonly authenticate: Authenticator,
     private readonly logger: Logger,
+    metrics: Metrics,
   ) {
+    this.requests = metrics.counter("atrium_rpc_requests_total", "Calls finished, by method, status code and transport.", [
+      "method",
+      "code",
+      "transport",
+    ]);
+    this.durations = metrics.histogram("atrium_rpc_duration_seconds", "Time from a call's arrival to its answer, in seconds.", [
+      "method",
+      "transport",
+    ]);
     for (const service of services) {
       for (const [key, definition] of Object.entries(service.definition)) {
         const handler = (service.handlers as Record<string, UnaryHandler<unknown, unknown>>)[key];
@@ -88,11 +101,11 @@ export class Router {
       if (controller.signal.aborted && call.deadline !== undefined && Date.now() >= call.deadline) {
         throw new RpcError(Code.DEADLINE_EXCEEDED, "deadline exceeded");
       }
-      this.log(call, path, requestId, principal, Code.OK, started);
+      this.record(call, path, requestId, principal, Code.OK, started);
       return { response, headers };
     } catch (error) {
       const rpcError = this.toRpcError(error, path, requestId);
-      this.log(call, path, requestId, principal, rpcError.code, started, rpcError);
+      this.record(call, path, requestId, principal, rpcError.code, started, rpcError);
       throw rpcError;
     } finally {
       clearTimeout(deadlineTimer);
@@ -109,7 +122,7 @@ export class Router {
     });
   }
 
-  private log(
+  private record(
     call: IncomingCall,
     method: string,
     requestId: string,
@@ -118,13 +131,17 @@ export class Router {
     started: number,
     error?: RpcError,
   ): void {
+    const ms = performance.now() - started;
+    // Only routed paths get here, so the method label takes a bounded set of values.
+    this.requests.inc({ method, code: Code[code], transport: call.transport });
+    this.durations.observe({ method, transport: call.transport }, ms / 1000);
     this.logger.info(
       {
         event: "rpc",
         transport: call.transport,
         method,
         code: Code[code],
-        duration_ms: Math.round((performance.now() - started) * 1000) / 1000,
+        duration_ms: Math.round(ms * 1000) / 1000,
         request_id: requestId,
         account_id: principal?.accountId,
         ...(error ? { reason: error.reason, message: error.message } : {}),

@@ -1,6 +1,7 @@
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { Logger } from "../platform/logger.js";
+import type { Counter, Metrics } from "../platform/metrics.js";
 import type { WebhookHttpClient } from "./outbound.js";
 import * as repo from "./repository.js";
 import type { ClaimedDelivery } from "./repository.js";
@@ -50,6 +51,7 @@ export class Dispatcher {
   private wake: (() => void) | undefined;
   /** A wake-up that came while the loop was busy; the next idle() returns at once. */
   private woken = false;
+  private readonly attempts: Counter<"outcome">;
 
   constructor(
     private readonly db: Db,
@@ -57,8 +59,10 @@ export class Dispatcher {
     private readonly notifications: Notifications,
     private readonly logger: Logger,
     private readonly settings: DispatcherSettings,
+    metrics: Metrics,
   ) {
     notifications.on(DELIVERIES_CHANNEL, () => this.nudge());
+    this.attempts = metrics.counter("atrium_webhook_deliveries_total", "Delivery attempts recorded, by outcome.", ["outcome"]);
   }
 
   start(): void {
@@ -117,6 +121,7 @@ export class Dispatcher {
       // A test delivery neither counts toward nor resets the failure count.
       final: delivery.retries && !retryAt,
     });
+    this.attempts.inc({ outcome: success ? "delivered" : retryAt ? "retry" : "failed" });
     this.logger.info(
       {
         event: "webhook_attempt",
