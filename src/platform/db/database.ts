@@ -33,7 +33,13 @@ export function createDb(url: string, poolSize: number, logger: Logger): Db {
   // An idle connection can be closed by the server at any time (a restart, a failover, or our own
   // shutdown, which pg-pool's end() does not wait for); the pool replaces it. Unhandled, the
   // error would crash the process.
-  pool.on("error", (error) => logger.warn({ event: "db_idle_connection_error", err: error }, "idle connection lost"));
+  // Only the message and code: pg attaches the whole client to the error, which would flood the log.
+  pool.on("error", (error) =>
+    logger.warn(
+      { event: "db_idle_connection_error", error: error.message, code: (error as NodeJS.ErrnoException).code },
+      "idle connection lost",
+    ),
+  );
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
 }
 
