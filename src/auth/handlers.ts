@@ -1,4 +1,6 @@
-import { AccountServiceService, AdminServiceService, type Account, type ApiKey } from "../../gen/auth/v1/admin_service.js";
+import type { Account } from "../../gen/auth/v1/account.js";
+import { AccountServiceService } from "../../gen/auth/v1/account_service.js";
+import { AdminServiceService, type ApiKey } from "../../gen/auth/v1/admin_service.js";
 import type { ApiKeyRow } from "../platform/db/schema.js";
 import { defineService } from "../transport/call.js";
 import { pageOf } from "../platform/paging.js";

@@ -1,5 +1,7 @@
+import * as accountMessages from "../../gen/auth/v1/account_service.js";
+import { AccountServiceService } from "../../gen/auth/v1/account_service.js";
 import * as adminMessages from "../../gen/auth/v1/admin_service.js";
-import { AccountServiceService, AdminServiceService } from "../../gen/auth/v1/admin_service.js";
+import { AdminServiceService } from "../../gen/auth/v1/admin_service.js";
 import * as faceDetectionMessages from "../../gen/faceswap/v1/face_detection_service.js";
 import { FaceDetectionServiceService } from "../../gen/faceswap/v1/face_detection_service.js";
 import * as faceSwapMessages from "../../gen/faceswap/v1/face_swap_service.js";
@@ -51,7 +53,7 @@ export function createClient(options: ConnectOptions): AtriumClient {
   const registry = promiseClient(RegistryServiceService, registryMessages, options);
   const webhooks = promiseClient(WebhookServiceService, webhookMessages, options);
   const admin = promiseClient(AdminServiceService, adminMessages, options);
-  const account = promiseClient(AccountServiceService, adminMessages, options);
+  const account = promiseClient(AccountServiceService, accountMessages, options);
   const files = promiseClient(FilesServiceService, filesMessages, options);
   const faceSwapCalls = promiseClient(FaceSwapServiceService, faceSwapMessages, options);
   const videoProjects = promiseClient(VideoProjectsServiceService, videoProjectMessages, options);
