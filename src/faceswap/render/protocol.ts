@@ -12,6 +12,8 @@ export interface SwapTarget {
   /** Index into the job's source faces. */
   source: number;
   mesh: Float32Array;
+  /** The face's mean shape over its track laid over `mesh` (the swap keeps the difference: expression). */
+  neutral: Float32Array;
 }
 
 /** Requests to a render worker; each is answered once with the same `id`. */

@@ -1,4 +1,5 @@
 import type { StyleVersion } from "../renderer.js";
+import { fitSimilarity } from "./similarity.js";
 
 /** The replacement face: an rgb24 crop around it and its mesh (x, y pairs) in crop pixels. */
 export interface SourceFace {
@@ -25,14 +26,14 @@ export interface StyleParams {
   chromaRadius: number;
   /** Feather width of the mask edge as a share of the face's size. */
   feather: number;
-  /** How far the target's inner landmarks move to the source's proportions (0 = target geometry). */
+  /** How far the target's inner landmarks move to the source's proportions (0 = target geometry); its expression stays. */
   reshape: number;
 }
 
 /**
  * v1 blends: the target's skin tone and contrast are taken over completely (mean and std in YCbCr),
- * a fifth of its fine texture stays on top, the inner features move 60 % of the way to the source's
- * proportions, and the face is laid at 90 % opacity with a wide feather (8 % of the face size), so
+ * 15 % of its fine texture stays on top, the inner features move 60 % of the way to the source's
+ * proportions, and the face is laid at 95 % opacity with a wide feather (8 % of the face size), so
  * the result sits in the footage. v2 replaces: full opacity, the mean colour moves 60 % and then the
  * local chroma (blurred over a tenth of the face) 60 % of what is left, so a coloured light on the
  * source photo fades without touching its luminance and contrast; an unsharp mask (amount 0.8, 3x3)
@@ -43,7 +44,7 @@ export interface StyleParams {
  */
 export const STYLES: Record<StyleVersion, StyleParams> = {
   v1: {
-    opacity: 0.9, meanTransfer: 1, stdTransfer: 1, chromaTransfer: 0, chromaRadius: 0.1, sharpen: 0, keepTexture: 0.2,
+    opacity: 0.95, meanTransfer: 1, stdTransfer: 1, chromaTransfer: 0, chromaRadius: 0.1, sharpen: 0, keepTexture: 0.15,
     feather: 0.08, reshape: 0.6,
   },
   v2: {
@@ -74,33 +75,21 @@ const FACE_OVAL = new Set([
 ]);
 
 /**
- * The target mesh with its inner points moved `amount` of the way to the source mesh laid over it
- * by the best similarity transform (least squares: rotation, scale, shift).
+ * The target mesh with its inner points moved by `amount` times the difference between the source
+ * mesh and `neutral` (the target person's mean shape laid over this frame's face), the source laid
+ * over `neutral` by the best similarity transform (least squares: rotation, scale, shift). Moving
+ * the points to the source's fixed shape instead would also erase what the target's mesh does this
+ * frame and its mean does not: the mouth opening, the eyes closing.
  */
-function reshape(target: Float32Array, source: Float32Array, amount: number): Float32Array {
+export function reshape(target: Float32Array, neutral: Float32Array, source: Float32Array, amount: number): Float32Array {
   if (amount <= 0) return target;
-  const n = target.length / 2;
-  let tx = 0, ty = 0, sx = 0, sy = 0;
-  for (let i = 0; i < n; i++) {
-    tx += target[2 * i]!; ty += target[2 * i + 1]!;
-    sx += source[2 * i]!; sy += source[2 * i + 1]!;
-  }
-  tx /= n; ty /= n; sx /= n; sy /= n;
-  let dot = 0, cross = 0, norm = 0;
-  for (let i = 0; i < n; i++) {
-    const ax = source[2 * i]! - sx, ay = source[2 * i + 1]! - sy;
-    const bx = target[2 * i]! - tx, by = target[2 * i + 1]! - ty;
-    dot += ax * bx + ay * by;
-    cross += ax * by - ay * bx;
-    norm += ax * ax + ay * ay;
-  }
-  const cos = dot / norm, sin = cross / norm;
+  const fit = fitSimilarity(source, neutral);
   const out = Float32Array.from(target);
-  for (let i = 0; i < n; i++) {
+  for (let i = 0; i < out.length / 2; i++) {
     if (FACE_OVAL.has(i)) continue;
-    const ax = source[2 * i]! - sx, ay = source[2 * i + 1]! - sy;
-    out[2 * i] = target[2 * i]! + amount * (tx + cos * ax - sin * ay - target[2 * i]!);
-    out[2 * i + 1] = target[2 * i + 1]! + amount * (ty + sin * ax + cos * ay - target[2 * i + 1]!);
+    const x = source[2 * i]!, y = source[2 * i + 1]!;
+    out[2 * i]! += amount * (fit.x(x, y) - neutral[2 * i]!);
+    out[2 * i + 1]! += amount * (fit.y(x, y) - neutral[2 * i + 1]!);
   }
   return out;
 }
@@ -120,20 +109,22 @@ interface Patch {
 }
 
 /**
- * Draws `source` onto the face whose mesh is `target` (x, y pairs in frame pixels) in the rgb24
- * `frame`, in place: each mesh triangle is affine-warped from the source, the result is
- * colour-matched to the target's skin in YCbCr and blended through a feathered mask.
+ * Draws `source` onto the face whose mesh is `target` (x, y pairs in frame pixels; `neutral` is its
+ * track's mean shape over the same face, see `reshape`) in the rgb24 `frame`, in place: each mesh
+ * triangle is affine-warped from the source, the result is colour-matched to the target's skin in
+ * YCbCr and blended through a feathered mask.
  */
 export function swapFace(
   frame: Uint8Array,
   width: number,
   height: number,
   target: Float32Array,
+  neutral: Float32Array,
   source: SourceFace,
   triangles: ArrayLike<number>,
   style: StyleParams,
 ): void {
-  const patch = warpTriangles(width, height, reshape(target, source.mesh, style.reshape), source, triangles);
+  const patch = warpTriangles(width, height, reshape(target, neutral, source.mesh, style.reshape), source, triangles);
   if (!patch) return;
   const { x0, y0, w, h, faceSize, warped, covered } = patch;
   const targetPatch = scratch("target", w * h * 3);

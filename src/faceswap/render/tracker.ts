@@ -1,4 +1,5 @@
 import type { FaceData } from "./protocol.js";
+import { fitSimilarity } from "./similarity.js";
 
 /** A face followed across frames: same person, smoothed landmarks. */
 export interface Track {
@@ -8,6 +9,8 @@ export interface Track {
   mesh: Float32Array;
   /** Smoothed landmark velocity, pixels per second. */
   velocity: Float32Array;
+  /** The person's shape without passing expressions; its `neutral` lies over `mesh`. */
+  shape: NeutralShape;
   lastFrame: number;
   /** Index of the source face drawn on it; undefined while unknown, -1 for none. */
   source: number | undefined;
@@ -65,6 +68,7 @@ export class FaceTracker {
       box: face.box,
       mesh: Float32Array.from(face.mesh),
       velocity: new Float32Array(face.mesh.length),
+      shape: new NeutralShape(face.mesh),
       lastFrame: frame,
       source: undefined,
       describeAt: frame,
@@ -87,6 +91,41 @@ export class FaceTracker {
     }
     track.box = face.box;
     track.lastFrame = frame;
+    track.shape.update(track.mesh);
+  }
+}
+
+/**
+ * The mean of a track's meshes, each laid over the mean so far by a similarity transform, and that
+ * mean laid over the current mesh (`neutral`): two least-squares fits over the mesh per frame. Speech
+ * and blinks come and go, so what the mean keeps of them stays small once it has a second of frames;
+ * a mouth open most of the time leaves the mean's lips parted.
+ */
+export class NeutralShape {
+  /** The mean laid over the track's current mesh: that mesh without this frame's expression. */
+  readonly neutral: Float32Array;
+  private readonly mean: Float64Array;
+  private frames = 1;
+
+  constructor(mesh: Float32Array) {
+    this.mean = Float64Array.from(mesh);
+    this.neutral = Float32Array.from(mesh);
+  }
+
+  update(mesh: Float32Array): void {
+    const { mean, neutral } = this;
+    const weight = 1 / ++this.frames;
+    const toMean = fitSimilarity(mesh, mean);
+    for (let i = 0; i < mean.length; i += 2) {
+      const x = mesh[i]!, y = mesh[i + 1]!;
+      mean[i]! += weight * (toMean.x(x, y) - mean[i]!);
+      mean[i + 1]! += weight * (toMean.y(x, y) - mean[i + 1]!);
+    }
+    const toMesh = fitSimilarity(mean, mesh);
+    for (let i = 0; i < mean.length; i += 2) {
+      neutral[i] = toMesh.x(mean[i]!, mean[i + 1]!);
+      neutral[i + 1] = toMesh.y(mean[i]!, mean[i + 1]!);
+    }
   }
 }
 

@@ -71,7 +71,7 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
       const jobSources = sources.get(request.job) ?? [];
       for (const target of request.targets) {
         const source = jobSources[target.source];
-        if (source) swapFace(pixels, width, height, target.mesh, source, human.faceTriangulation, request.style);
+        if (source) swapFace(pixels, width, height, target.mesh, target.neutral, source, human.faceTriangulation, request.style);
       }
       return { value: pixels.buffer, transfer: [pixels.buffer as ArrayBuffer] };
     }
