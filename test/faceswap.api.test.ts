@@ -305,6 +305,7 @@ describe("CreateFaceSwap rules", () => {
     ["end_seconds equal to start_seconds", () => valid({ start_seconds: 1, end_seconds: 1 }), "end_seconds"],
     ["end_seconds before start_seconds", () => valid({ start_seconds: 1, end_seconds: 0.5 }), "end_seconds"],
     ["no end_seconds", () => valid({ end_seconds: undefined }), "end_seconds"],
+    ["no start_seconds", () => valid({ start_seconds: undefined }), "start_seconds"],
     ["start_seconds at the video's end", () => valid({ start_seconds: 2, end_seconds: 3 }), "start_seconds"],
     ["start_seconds beyond the video's end", () => valid({ start_seconds: 5, end_seconds: 6 }), "start_seconds"],
     [

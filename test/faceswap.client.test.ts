@@ -123,7 +123,7 @@ describe("generate()", () => {
     const missing = path.join(dir, "nobody.jpg");
     const error = await generateFaceSwap(
       client,
-      { endSeconds: 1, assets: { videoFilePath: video, faceSwapMode: "individual-faces", faceMappings: [{ originalFace: face, newFace: missing }] } },
+      { startSeconds: 0, endSeconds: 1, assets: { videoFilePath: video, faceSwapMode: "individual-faces", faceMappings: [{ originalFace: face, newFace: missing }] } },
       { onProgress: (e) => events.push(e) },
     ).catch((e: unknown) => e);
 
@@ -152,7 +152,7 @@ describe("generate()", () => {
   it("throws a canceled FaceSwapJobError when the project is canceled elsewhere", async () => {
     const { client, key } = await funded(idle);
     const other = idle.client(key);
-    const error = await generateFaceSwap(client, { endSeconds: 1, assets: { videoFilePath: video, imageFilePath: face } }, {
+    const error = await generateFaceSwap(client, { startSeconds: 0, endSeconds: 1, assets: { videoFilePath: video, imageFilePath: face } }, {
       pollIntervalMs: 50,
       onProgress: (e) => {
         if (e.stage === "queued") void other.videoProjects.cancelVideoProject({ id: e.projectId });
@@ -168,7 +168,7 @@ describe("generate()", () => {
     const controller = new AbortController();
     let projectId = "";
     const reason = new Error("no longer wanted");
-    const error = await generateFaceSwap(client, { endSeconds: 1, assets: { videoFilePath: video, imageFilePath: face } }, {
+    const error = await generateFaceSwap(client, { startSeconds: 0, endSeconds: 1, assets: { videoFilePath: video, imageFilePath: face } }, {
       signal: controller.signal,
       onProgress: (e) => {
         if (e.stage !== "queued") return;
@@ -186,7 +186,7 @@ describe("generate()", () => {
     const { client } = await funded(idle);
     const controller = new AbortController();
     const reason = new Error("changed my mind");
-    const error = await generateFaceSwap(client, { endSeconds: 1, assets: { videoFilePath: video, imageFilePath: face } }, {
+    const error = await generateFaceSwap(client, { startSeconds: 0, endSeconds: 1, assets: { videoFilePath: video, imageFilePath: face } }, {
       signal: controller.signal,
       onProgress: (e) => {
         if (e.stage === "upload") controller.abort(reason);
@@ -199,7 +199,7 @@ describe("generate()", () => {
 
   it("throws when an output cannot be downloaded, leaving no partial file", async () => {
     const { client } = await funded(t);
-    const { project } = await generateFaceSwap(client, { endSeconds: 0.5, assets: { videoFilePath: video, imageFilePath: face } }, { downloadOutputs: false });
+    const { project } = await generateFaceSwap(client, { startSeconds: 0, endSeconds: 0.5, assets: { videoFilePath: video, imageFilePath: face } }, { downloadOutputs: false });
     const out = path.join(dir, "failed-downloads");
 
     const url = new URL(project.downloads[0]!.url);

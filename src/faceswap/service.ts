@@ -131,11 +131,12 @@ export class FaceSwapService {
     }
 
     const { info } = video;
-    if (request.startSeconds >= info.durationSeconds) {
+    const { startSeconds } = checked;
+    if (startSeconds >= info.durationSeconds) {
       throw invalid("start_seconds", `must be before the end of the video (${info.durationSeconds} s)`);
     }
-    const endSeconds = Math.min(request.endSeconds, info.durationSeconds);
-    const credits = estimateCredits(request.startSeconds, endSeconds);
+    const endSeconds = Math.min(checked.endSeconds, info.durationSeconds);
+    const credits = estimateCredits(startSeconds, endSeconds);
     const sizes = {
       free: outputSize(info.width, info.height, PLAN_MAX_LONG_SIDE.free),
       pro: outputSize(info.width, info.height, PLAN_MAX_LONG_SIDE.pro),
@@ -146,12 +147,12 @@ export class FaceSwapService {
       type: "FACE_SWAP",
       name: request.name || defaultName(now),
       spec,
-      startSeconds: request.startSeconds,
+      startSeconds,
       endSeconds,
       sizes,
       fps: info.fps,
       hasAudio: info.hasAudio,
-      framesTotal: expectedFrames(request.startSeconds, endSeconds, info.fps),
+      framesTotal: expectedFrames(startSeconds, endSeconds, info.fps),
       credits,
     });
     if (!job) {
@@ -288,6 +289,8 @@ interface CheckedFaceSwap {
   face: string | undefined;
   mappings: { originalFace: string; newFace: string }[];
   style: "v1" | "v2";
+  startSeconds: number;
+  endSeconds: number;
   deprecated: boolean;
 }
 
@@ -332,16 +335,29 @@ function checkFaceSwap(request: CreateFaceSwapRequest): CheckedFaceSwap {
       });
     }
   }
-  if (!Number.isFinite(request.startSeconds) || request.startSeconds < 0) v.add("start_seconds", "must be a number >= 0");
-  if (!Number.isFinite(request.endSeconds) || !(request.endSeconds > request.startSeconds)) {
-    v.add("end_seconds", `is required and must be greater than start_seconds (${request.startSeconds})`);
+  const { startSeconds, endSeconds } = request;
+  if (startSeconds === undefined) v.add("start_seconds", "is required (seconds from the start of the video, >= 0)");
+  else if (!Number.isFinite(startSeconds) || startSeconds < 0) v.add("start_seconds", "must be a number >= 0");
+  if (endSeconds === undefined) v.add("end_seconds", "is required (seconds, greater than start_seconds)");
+  else if (!Number.isFinite(endSeconds) || !(endSeconds > (startSeconds ?? 0))) {
+    v.add("end_seconds", `must be greater than start_seconds (${startSeconds ?? 0})`);
   }
   if (request.name.length > MAX_NAME_LENGTH) v.add("name", `at most ${MAX_NAME_LENGTH} characters`);
   const version = request.style?.version || "default";
   if (!(STYLE_VERSIONS as readonly string[]).includes(version)) v.add("style.version", `must be v1, v2 or default, got "${version}"`);
   v.throwIfAny();
   const style = version === "default" ? RECOMMENDED_STYLE : (version as "v1" | "v2");
-  return { video, videoField, mode, face, mappings, style, deprecated: request.width !== undefined || request.height !== undefined };
+  return {
+    video,
+    videoField,
+    mode,
+    face,
+    mappings,
+    style,
+    startSeconds: startSeconds!,
+    endSeconds: endSeconds!,
+    deprecated: request.width !== undefined || request.height !== undefined,
+  };
 }
 
 class Shortfall {

@@ -28,10 +28,14 @@ export interface CreateFaceSwapRequest {
   assets:
     | FaceSwapAssets
     | undefined;
-  /** Start of the clip in the video, seconds, >= 0. */
-  startSeconds: number;
-  /** End of the clip, seconds, > start_seconds; clipped to the video's duration. */
-  endSeconds: number;
+  /** Required: start of the clip in the video, seconds, >= 0. */
+  startSeconds?:
+    | number
+    | undefined;
+  /** Required: end of the clip, seconds, > start_seconds; clipped to the video's duration. */
+  endSeconds?:
+    | number
+    | undefined;
   /** Default `Face Swap - <date time>`. */
   name: string;
   style:
@@ -96,8 +100,8 @@ export interface CreateFaceSwapResponse {
 function createBaseCreateFaceSwapRequest(): CreateFaceSwapRequest {
   return {
     assets: undefined,
-    startSeconds: 0,
-    endSeconds: 0,
+    startSeconds: undefined,
+    endSeconds: undefined,
     name: "",
     style: undefined,
     width: undefined,
@@ -110,10 +114,10 @@ export const CreateFaceSwapRequest: MessageFns<CreateFaceSwapRequest> = {
     if (message.assets !== undefined) {
       FaceSwapAssets.encode(message.assets, writer.uint32(10).fork()).join();
     }
-    if (message.startSeconds !== 0) {
+    if (message.startSeconds !== undefined) {
       writer.uint32(17).double(message.startSeconds);
     }
-    if (message.endSeconds !== 0) {
+    if (message.endSeconds !== undefined) {
       writer.uint32(25).double(message.endSeconds);
     }
     if (message.name !== "") {
@@ -220,8 +224,8 @@ export const CreateFaceSwapRequest: MessageFns<CreateFaceSwapRequest> = {
     message.assets = (object.assets !== undefined && object.assets !== null)
       ? FaceSwapAssets.fromPartial(object.assets)
       : undefined;
-    message.startSeconds = object.startSeconds ?? 0;
-    message.endSeconds = object.endSeconds ?? 0;
+    message.startSeconds = object.startSeconds ?? undefined;
+    message.endSeconds = object.endSeconds ?? undefined;
     message.name = object.name ?? "";
     message.style = (object.style !== undefined && object.style !== null)
       ? FaceSwapStyle.fromPartial(object.style)
