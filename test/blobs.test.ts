@@ -1,44 +1,29 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import fs from "node:fs/promises";
-import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 import { Readable } from "node:stream";
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { BlobTooLargeError, type BlobStore } from "../src/platform/blobs/blob-store.js";
 import { LocalBlobStore } from "../src/platform/blobs/local-blob-store.js";
 import { S3BlobStore } from "../src/platform/blobs/s3-blob-store.js";
 import { parseRange } from "../src/transport/http/blob-routes.js";
-
-/** The part of s3rver (a pure-JS S3 server, shipped without types) these tests use. */
-interface S3rver {
-  run(): Promise<{ port: number }>;
-  close(): Promise<void>;
-}
-type S3rverOptions = { address: string; port: number; directory: string; silent: boolean; configureBuckets: { name: string }[] };
-const S3rver = createRequire(import.meta.url)("s3rver") as new (options: S3rverOptions) => S3rver;
+import { startS3Server, type S3Server } from "./support/s3.js";
 
 const BUCKET = "blobs-test";
 const MiB = 1024 * 1024;
 
-let s3: S3rver;
+let s3: S3Server;
 let s3Endpoint: string;
-let s3Dir: string;
 
 beforeAll(async () => {
-  s3Dir = await fs.mkdtemp(path.join(os.tmpdir(), "blobs-s3rver-"));
-  s3 = new S3rver({ address: "127.0.0.1", port: 0, directory: s3Dir, silent: true, configureBuckets: [{ name: BUCKET }] });
-  s3Endpoint = `http://127.0.0.1:${(await s3.run()).port}`;
-  // s3rver's built-in account; the store takes credentials from the SDK's default chain.
-  vi.stubEnv("AWS_ACCESS_KEY_ID", "S3RVER");
-  vi.stubEnv("AWS_SECRET_ACCESS_KEY", "S3RVER");
+  s3 = await startS3Server(BUCKET);
+  s3Endpoint = s3.endpoint;
 });
 
 afterAll(async () => {
-  await s3?.close();
-  vi.unstubAllEnvs();
-  if (s3Dir) await fs.rm(s3Dir, { recursive: true, force: true });
+  await s3?.stop();
 });
 
 const tempDirs: string[] = [];
