@@ -3,6 +3,7 @@ import path from "node:path";
 import { accountService, adminService } from "./auth/handlers.js";
 import { AuthService } from "./auth/service.js";
 import type { Config } from "./config.js";
+import { AssetJanitor } from "./faceswap/asset-janitor.js";
 import { faceSwapServices } from "./faceswap/handlers.js";
 import { JobRunner } from "./faceswap/job-runner.js";
 import { JobMetrics } from "./faceswap/metrics.js";
@@ -84,6 +85,7 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
   let namespaceCache: NamespaceCache | undefined;
   let dispatcher: Dispatcher | undefined;
   let jobs: JobRunner | undefined;
+  let janitor: AssetJanitor | undefined;
   let renderer: Renderer | undefined;
   let sources: SourceResolver | undefined;
   let serving = false;
@@ -91,6 +93,7 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
   const publicUrl = () => config.publicUrl ?? `http://localhost:${http?.port ?? config.httpPort}`;
 
   const closeStorage = async () => {
+    await janitor?.stop();
     await jobs?.stop();
     await renderer?.close();
     await sources?.close();
@@ -160,12 +163,17 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
       jobMetrics,
       config.faceswap,
     );
+    janitor = new AssetJanitor(db, blobs, probes, logger, {
+      retentionMs: config.faceswap.assetRetentionMs,
+      intervalMs: config.faceswap.assetSweepMs,
+    });
     await notifications.start();
     await auth.bootstrap(config.adminToken);
     sweeper.start();
     namespaceCache.startChecks(config.cacheCheckMs);
     dispatcher.start();
     jobs.start();
+    janitor.start();
 
     const authenticate: Authenticator = (credential) =>
       credential && isNamespaceToken(credential.token)

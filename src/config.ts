@@ -56,6 +56,10 @@ export interface Config {
     pollMs: number;
     /** Bound on fetching an input given as a URL. */
     fetchTimeoutMs: number;
+    /** Inputs (uploads, URL imports, face crops) are deleted this long after they were stored; 0 keeps them. */
+    assetRetentionMs: number;
+    /** How often each replica looks for expired inputs. */
+    assetSweepMs: number;
   };
   webhooks: {
     /** Let webhooks target private and loopback addresses (local setups and tests only). */
@@ -178,6 +182,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxAttempts: int("JOB_MAX_ATTEMPTS", 3, 1, 100),
       pollMs: int("JOB_POLL_MS", 2_000, 50, 600_000),
       fetchTimeoutMs: int("SOURCE_FETCH_TIMEOUT_MS", 120_000, 100, 3_600_000),
+      assetRetentionMs: int("ASSET_RETENTION_HOURS", 7 * 24, 0, 100 * 365 * 24) * 3_600_000,
+      assetSweepMs: int("ASSET_SWEEP_MS", 3_600_000, 1_000, 86_400_000),
     },
     webhooks: {
       allowPrivate: bool("WEBHOOK_ALLOW_PRIVATE", false),

@@ -254,3 +254,37 @@ export async function countOpenJobs(db: Db): Promise<{ status: JobStatus; count:
     .execute()
     .then((rows) => rows.map((r) => ({ status: r.status, count: Number(r.count) })));
 }
+
+/**
+ * Inputs (uploads, URL imports) stored before `cutoff` that no queued or rendering job names: what
+ * the asset janitor may delete. A job's spec holds the keys it reads.
+ */
+export async function expiredInputs(db: Db, cutoff: Date, limit: number): Promise<string[]> {
+  const { rows } = await sql<{ key: string }>`
+    select p.key from media_probes p
+    where p.probed_at < ${cutoff} and p.key like 'api-assets/%'
+      and not exists (
+        select 1 from faceswap_jobs j
+        where j.status in ('queued', 'rendering') and strpos(j.spec::text, p.key) > 0
+      )
+    order by p.probed_at
+    limit ${limit}`.execute(db);
+  return rows.map((row) => row.key);
+}
+
+/** Takes the face crops of detections finished before `cutoff` off their jobs; returns the crops' keys. */
+export async function takeExpiredDetectionCrops(db: Db, cutoff: Date, limit: number): Promise<string[]> {
+  const { rows } = await sql<{ keys: string[] }>`
+    with old as (
+      select id, output_keys from faceswap_jobs
+      where type = 'FACE_DETECTION' and finished_at < ${cutoff} and output_keys <> '{}'
+      order by finished_at
+      limit ${limit}
+      for update skip locked
+    )
+    update faceswap_jobs j set output_keys = '{}'
+    from old
+    where j.id = old.id
+    returning old.output_keys as keys`.execute(db);
+  return rows.flatMap((row) => row.keys);
+}

@@ -35,6 +35,11 @@ export class MediaProbes {
     return result;
   }
 
+  /** Drops the verdicts of deleted blobs. */
+  async forget(keys: string[]): Promise<void> {
+    if (keys.length > 0) await this.db.deleteFrom("media_probes").where("key", "in", keys).execute();
+  }
+
   /** The recorded verdict, probing first when there is none (a blob stored before probing existed). */
   async of(key: string, signal?: AbortSignal): Promise<ProbeResult | undefined> {
     const row = await this.db.selectFrom("media_probes").select(["media", "problem"]).where("key", "=", key).executeTakeFirst();

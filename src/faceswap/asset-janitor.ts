@@ -1,0 +1,58 @@
+import type { BlobStore } from "../platform/blobs/blob-store.js";
+import type { Db } from "../platform/db/database.js";
+import type { Logger } from "../platform/logger.js";
+import type { MediaProbes } from "../platform/media/probes.js";
+import * as repo from "./repository.js";
+
+const BATCH = 500;
+
+/**
+ * Deletes inputs kept longer than the retention: uploads and URL imports (photos and videos of
+ * people) that no open job still reads, and the face crops of old detections. Rendered outputs stay
+ * until their project is deleted. Every replica sweeps; deleting twice is harmless.
+ */
+export class AssetJanitor {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+
+  constructor(
+    private readonly db: Db,
+    private readonly store: BlobStore,
+    private readonly probes: MediaProbes,
+    private readonly logger: Logger,
+    private readonly options: { retentionMs: number; intervalMs: number },
+  ) {}
+
+  start(): void {
+    if (this.options.retentionMs === 0) return;
+    this.timer = setInterval(() => {
+      this.running ??= this.sweep()
+        .then(() => undefined)
+        .catch((error: unknown) => this.logger.warn({ event: "asset_sweep_failed", err: error }, "asset sweep failed"))
+        .finally(() => (this.running = undefined));
+    }, this.options.intervalMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.running;
+  }
+
+  /** One pass over everything stored before `now` minus the retention; returns how many blobs went. */
+  async sweep(now = new Date()): Promise<number> {
+    const cutoff = new Date(now.getTime() - this.options.retentionMs);
+    let deleted = 0;
+    for (;;) {
+      const inputs = await repo.expiredInputs(this.db, cutoff, BATCH);
+      const crops = await repo.takeExpiredDetectionCrops(this.db, cutoff, BATCH);
+      if (inputs.length === 0 && crops.length === 0) return deleted;
+      // Verdicts first: a create must never accept a file whose bytes are gone. A crash in between
+      // leaves a blob without a verdict, which is probed (and swept) again if anyone names it.
+      await this.probes.forget(inputs);
+      await this.store.delete([...inputs, ...crops]);
+      deleted += inputs.length + crops.length;
+      this.logger.info({ event: "assets_expired", inputs: inputs.length, crops: crops.length }, "expired assets deleted");
+    }
+  }
+}
