@@ -240,6 +240,7 @@ describe("expression", () => {
       for (const style of ["v1", "v2"] as const) {
         const tracker = new FaceTracker(fps);
         const gaps: Array<[number, number]> = [];
+        const closedGaps: number[] = [];
         for (let frame = 0; frame < 3 * fps; frame++) {
           // The head drifts, zooms and tilts as in footage, and the mouth opens by a third of the eye
           // distance for 3 frames in every 7, as in speech.
@@ -260,11 +261,14 @@ describe("expression", () => {
           const [track] = tracker.update(frame, [{ box: [...target.box], score: 1, mesh }]);
           const out = reshape(track!.mesh, track!.shape.neutral, source!.mesh, STYLES[style].reshape);
           gaps.push([lipGap(track!.mesh), lipGap(out)]);
+          if (open === 0) closedGaps.push(lipGap(out));
         }
         // After the first second, when the track's mean shape has settled. Pulling the features to the
         // source's fixed shape instead kept 40 % (v1) and none (v2) of the change.
         const retained = slope(gaps.slice(fps));
         expect(retained, `${style} face ${index}: share of the lip gap's change kept`).toBeGreaterThan(0.9);
+        // The track's mean has the lips parted; a closed mouth must not fold them over each other.
+        expect(Math.min(...closedGaps), `${style} face ${index}: smallest lip gap of a closed mouth`).toBeGreaterThanOrEqual(0);
       }
     }
   });

@@ -67,30 +67,101 @@ function scratch(name: string, length: number): Float32Array {
   return view;
 }
 
-// The face outline (MediaPipe FACE_OVAL) stays where the target's is, so the blend edge follows the
-// target's head; only the features inside take the source's proportions.
-const FACE_OVAL = new Set([
+// The face outline (MediaPipe FACE_OVAL, in order around the face) stays where the target's is, so the
+// blend edge follows the target's head; only the features inside take the source's proportions.
+const OVAL = [
   10, 338, 297, 332, 284, 251, 389, 356, 454, 323, 361, 288, 397, 365, 379, 378, 400, 377, 152, 148, 176, 149, 150,
   136, 172, 58, 132, 93, 234, 127, 162, 21, 54, 103, 67, 109,
-]);
+];
+const FACE_OVAL = new Set(OVAL);
+
+// The points of MediaPipe's FACEMESH_LIPS, _RIGHT_EYE, _LEFT_EYE, _RIGHT_EYEBROW, _LEFT_EYEBROW and
+// _NOSE connections. Each feature moves as one piece, see `reshape`; the mouth and the eyes open and
+// close, so they are scaled only along the line through their `corners`.
+interface Feature {
+  points: readonly number[];
+  corners?: readonly [number, number];
+}
+
+const FEATURES: readonly Feature[] = [
+  {
+    points: [
+      61, 146, 91, 181, 84, 17, 314, 405, 321, 375, 291, 185, 40, 39, 37, 0, 267, 269, 270, 409, 78, 95, 88, 178, 87, 14,
+      317, 402, 318, 324, 308, 191, 80, 81, 82, 13, 312, 311, 310, 415,
+    ],
+    corners: [61, 291],
+  },
+  { points: [33, 7, 163, 144, 145, 153, 154, 155, 133, 246, 161, 160, 159, 158, 157, 173], corners: [33, 133] },
+  { points: [263, 249, 390, 373, 374, 380, 381, 382, 362, 466, 388, 387, 386, 385, 384, 398], corners: [263, 362] },
+  { points: [46, 53, 52, 65, 55, 70, 63, 105, 66, 107] },
+  { points: [276, 283, 282, 295, 285, 300, 293, 334, 296, 336] },
+  { points: [168, 6, 197, 195, 5, 4, 1, 19, 94, 2, 98, 97, 326, 327, 294, 278, 344, 440, 275, 45, 220, 115, 48, 64] },
+];
+const IN_FEATURE = new Set(FEATURES.flatMap((feature) => feature.points));
 
 /**
- * The target mesh with its inner points moved by `amount` times the difference between the source
- * mesh and `neutral` (the target person's mean shape laid over this frame's face), the source laid
- * over `neutral` by the best similarity transform (least squares: rotation, scale, shift). Moving
- * the points to the source's fixed shape instead would also erase what the target's mesh does this
- * frame and its mean does not: the mouth opening, the eyes closing.
+ * The target mesh with its inner points moved `amount` of the way to the source's proportions: the
+ * source is laid over `neutral` (the target person's mean shape laid over this frame's face) by the
+ * best similarity transform (least squares: rotation, scale, shift); each feature (lips, eyes, brows,
+ * nose) then takes the similarity transform from its shape in `neutral` to its shape in the source
+ * (the mouth and eyes scaled along their width only), applied to where it is this frame, and the points between the features move by the source's
+ * difference from `neutral`. Moving the points to the source's fixed shape instead would erase what
+ * the target's mesh does this frame and its mean does not: the mouth opening, the eyes closing. Moving
+ * the features' points one by one as well would add the source's lip gap less the mean's, which
+ * crosses the lips of a closed mouth when the mean has them parted (a person who talks).
  */
 export function reshape(target: Float32Array, neutral: Float32Array, source: Float32Array, amount: number): Float32Array {
   if (amount <= 0) return target;
   const fit = fitSimilarity(source, neutral);
+  const laid = new Float32Array(source.length);
+  for (let i = 0; i < laid.length; i += 2) {
+    laid[i] = fit.x(source[i]!, source[i + 1]!);
+    laid[i + 1] = fit.y(source[i]!, source[i + 1]!);
+  }
   const out = Float32Array.from(target);
   for (let i = 0; i < out.length / 2; i++) {
-    if (FACE_OVAL.has(i)) continue;
-    const x = source[2 * i]!, y = source[2 * i + 1]!;
-    out[2 * i]! += amount * (fit.x(x, y) - neutral[2 * i]!);
-    out[2 * i + 1]! += amount * (fit.y(x, y) - neutral[2 * i + 1]!);
+    if (FACE_OVAL.has(i) || IN_FEATURE.has(i)) continue;
+    out[2 * i]! += amount * (laid[2 * i]! - neutral[2 * i]!);
+    out[2 * i + 1]! += amount * (laid[2 * i + 1]! - neutral[2 * i + 1]!);
   }
+  for (const { points, corners } of FEATURES) {
+    const change = fitSimilarity(gather(neutral, points), gather(laid, points));
+    const scale = Math.hypot(change.cos, change.sin);
+    const cos = change.cos / scale, sin = change.sin / scale;
+    // Scaling across the mouth or an eye would scale how far it is open this frame too.
+    let ux = 0, uy = 0;
+    if (corners) {
+      const [left, right] = corners;
+      const dx = target[2 * right]! - target[2 * left]!, dy = target[2 * right + 1]! - target[2 * left + 1]!;
+      const length = Math.hypot(dx, dy) || 1;
+      ux = (cos * dx - sin * dy) / length;
+      uy = (sin * dx + cos * dy) / length;
+    }
+    for (const i of points) {
+      const x = target[2 * i]!, y = target[2 * i + 1]!;
+      let dx = cos * (x - change.fromX) - sin * (y - change.fromY);
+      let dy = sin * (x - change.fromX) + cos * (y - change.fromY);
+      if (corners) {
+        const along = (scale - 1) * (dx * ux + dy * uy);
+        dx += along * ux;
+        dy += along * uy;
+      } else {
+        dx *= scale;
+        dy *= scale;
+      }
+      out[2 * i] = x + amount * (change.toX + dx - x);
+      out[2 * i + 1] = y + amount * (change.toY + dy - y);
+    }
+  }
+  return out;
+}
+
+function gather(mesh: Float32Array, indices: readonly number[]): Float32Array {
+  const out = new Float32Array(indices.length * 2);
+  indices.forEach((index, i) => {
+    out[2 * i] = mesh[2 * index]!;
+    out[2 * i + 1] = mesh[2 * index + 1]!;
+  });
   return out;
 }
 
@@ -187,6 +258,7 @@ function warpTriangles(
     smaxY = Math.max(smaxY, source.mesh[i + 1]!);
   }
   const levels = pyramid(source);
+  const sampled = insetMesh(source);
   const level = Math.max(0, Math.min(levels.length - 1, Math.floor(Math.log2(Math.sqrt((smaxX - sminX) * (smaxY - sminY)) / faceSize))));
   const { pixels: src, width: sw, height: sh } = levels[level]!;
   const unit = 1 / 2 ** level;
@@ -196,10 +268,12 @@ function warpTriangles(
     const bx = target[b]! - x0, by = target[b + 1]! - y0;
     const cx = target[c]! - x0, cy = target[c + 1]! - y0;
     const area = (bx - ax) * (cy - ay) - (by - ay) * (cx - ax);
-    const sax = source.mesh[a]! * unit, say = source.mesh[a + 1]! * unit;
-    const sbx = source.mesh[b]! * unit, sby = source.mesh[b + 1]! * unit;
-    const scx = source.mesh[c]! * unit, scy = source.mesh[c + 1]! * unit;
-    const sourceArea = (sbx - sax) * (scy - say) - (sby - say) * (scx - sax);
+    const sourceArea =
+      (source.mesh[b]! - source.mesh[a]!) * (source.mesh[c + 1]! - source.mesh[a + 1]!) -
+      (source.mesh[b + 1]! - source.mesh[a + 1]!) * (source.mesh[c]! - source.mesh[a]!);
+    const sax = sampled[a]! * unit, say = sampled[a + 1]! * unit;
+    const sbx = sampled[b]! * unit, sby = sampled[b + 1]! * unit;
+    const scx = sampled[c]! * unit, scy = sampled[c + 1]! * unit;
     // A triangle that turned over faces away from the camera (head turned); its far side is hidden.
     if (Math.abs(area) < 1e-3 || area * sourceArea <= 0) continue;
     // Barycentric weights of a target pixel give its source position.
@@ -234,6 +308,46 @@ function warpTriangles(
     }
   }
   return { x0, y0, w, h, faceSize, warped, covered };
+}
+
+// The source's outline and, where its head is turned, the points beyond it lie on or past the edge of
+// its skin; sampled as they are, they bring the hair and background behind the face into the new face
+// as speckles (which v2's unsharp mask sharpens further). Each point is sampled no further out from
+// the outline's centre than this share of the way to the outline.
+const SOURCE_INSET = 0.9;
+const insetMeshes = new WeakMap<SourceFace, Float32Array>();
+
+function insetMesh(source: SourceFace): Float32Array {
+  let inset = insetMeshes.get(source);
+  if (inset) return inset;
+  const { mesh } = source;
+  inset = Float32Array.from(mesh);
+  let cx = 0, cy = 0;
+  for (const i of OVAL) {
+    cx += mesh[2 * i]! / OVAL.length;
+    cy += mesh[2 * i + 1]! / OVAL.length;
+  }
+  for (let i = 0; i < mesh.length; i += 2) {
+    const dx = mesh[i]! - cx, dy = mesh[i + 1]! - cy;
+    // Where the ray from the centre through the point leaves the outline, in units of (dx, dy).
+    let exit = Infinity;
+    for (let k = 0; k < OVAL.length; k++) {
+      const p = OVAL[k]!, q = OVAL[(k + 1) % OVAL.length]!;
+      const ax = mesh[2 * p]! - cx, ay = mesh[2 * p + 1]! - cy;
+      const ex = mesh[2 * q]! - cx - ax, ey = mesh[2 * q + 1]! - cy - ay;
+      const det = dx * ey - dy * ex;
+      if (Math.abs(det) < 1e-9) continue;
+      const t = (ax * ey - ay * ex) / det;
+      const u = (ax * dy - ay * dx) / det;
+      if (t > 0 && u >= 0 && u <= 1) exit = Math.min(exit, t);
+    }
+    const limit = SOURCE_INSET * exit;
+    if (limit >= 1) continue;
+    inset[i] = cx + dx * limit;
+    inset[i + 1] = cy + dy * limit;
+  }
+  insetMeshes.set(source, inset);
+  return inset;
 }
 
 interface Level {
