@@ -189,7 +189,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       allowPrivate: bool("WEBHOOK_ALLOW_PRIVATE", false),
       timeoutMs: int("WEBHOOK_TIMEOUT_MS", 10_000, 100, 120_000),
       retryBaseMs: int("WEBHOOK_RETRY_BASE_MS", 1_000, 1, 3_600_000),
-      concurrency: int("WEBHOOK_CONCURRENCY", 64, 1, 10_000),
+      concurrency: int("WEBHOOK_CONCURRENCY", 256, 1, 10_000),
       historyLimit: int("WEBHOOK_HISTORY_LIMIT", 1_000, 1, 1_000_000),
     },
   };

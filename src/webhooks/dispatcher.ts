@@ -16,6 +16,8 @@ const DISABLE_AT = 10;
 const LEASE_MS = 30_000;
 /** Sleep at most this long between looks at the queue (notices usually wake the loop sooner). */
 const IDLE_POLL_MS = 1_000;
+/** With a backlog, claim again once this fraction (1/n) of the concurrency is free. */
+const CLAIM_BATCH_DIVISOR = 4;
 /** Prune a webhook's history once per this many of its attempts. */
 const PRUNE_EVERY = 100;
 
@@ -42,6 +44,8 @@ export interface AttemptResult {
  */
 export class Dispatcher {
   private readonly inFlight = new Set<Promise<void>>();
+  /** The loop, waiting for this many free slots before its next claim. */
+  private slotWaiter: { slots: number; resolve: () => void } | undefined;
   /** Outcomes waiting to be recorded; those finished in the same tick go in one statement. */
   private unrecorded: { outcome: repo.AttemptOutcome; done: (disabled: boolean) => void; failed: (e: unknown) => void }[] = [];
   private recording: Promise<void> | undefined;
@@ -137,6 +141,8 @@ export class Dispatcher {
       },
       "webhook attempt",
     );
+    // The loop may be asleep until a later due time; a retry due sooner must wake it.
+    if (retryAt) this.nudge();
     if (disabled) {
       this.logger.warn({ event: "webhook_disabled", webhook_id: delivery.webhook_id }, "webhook disabled after repeated failures");
     }
@@ -182,24 +188,29 @@ export class Dispatcher {
     while (!this.stopped) {
       const free = this.settings.concurrency - this.inFlight.size;
       let claimed: ClaimedDelivery[] = [];
-      if (free > 0) {
-        try {
-          claimed = await repo.claimDueDeliveries(this.db, free, LEASE_MS);
-        } catch (error) {
-          this.logger.warn({ event: "webhook_claim_failed", err: error }, "could not claim deliveries");
-        }
+      try {
+        claimed = await repo.claimDueDeliveries(this.db, free, LEASE_MS);
+      } catch (error) {
+        this.logger.warn({ event: "webhook_claim_failed", err: error }, "could not claim deliveries");
       }
       for (const delivery of claimed) this.track(this.send(delivery));
-      // A full claim means more may be due: look again as soon as a slot frees up.
+      // A full claim means more may be due. Each claim is a round trip and a commit, so the next one
+      // waits for a batch of free slots rather than one: the deliveries still in flight keep the
+      // receivers busy meanwhile.
       if (claimed.length > 0 && claimed.length === free) {
-        if (this.inFlight.size >= this.settings.concurrency) await Promise.race(this.inFlight);
+        await this.slotsFree(Math.ceil(this.settings.concurrency / CLAIM_BATCH_DIVISOR));
         continue;
       }
       await this.idle();
     }
   }
 
-  /** Waits for a notice, a free slot, the next due retry, or the poll interval. */
+  private slotsFree(slots: number): Promise<void> {
+    if (this.settings.concurrency - this.inFlight.size >= slots || this.stopped) return Promise.resolve();
+    return new Promise((resolve) => (this.slotWaiter = { slots, resolve }));
+  }
+
+  /** Waits for a notice, a retry scheduled here, the next due retry, or the poll interval. */
   private async idle(): Promise<void> {
     this.woken = false;
     let delay = IDLE_POLL_MS;
@@ -238,7 +249,11 @@ export class Dispatcher {
     this.inFlight.add(work);
     void work.finally(() => {
       this.inFlight.delete(work);
-      this.nudge();
+      const waiter = this.slotWaiter;
+      if (waiter && this.settings.concurrency - this.inFlight.size >= waiter.slots) {
+        this.slotWaiter = undefined;
+        waiter.resolve();
+      }
     });
   }
 

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { sql } from "kysely";
 import type { Db } from "../platform/db/database.js";
 import type { WebhookAttemptRow, WebhookRow } from "../platform/db/schema.js";
@@ -81,24 +82,46 @@ export async function deleteWebhook(db: Db, accountId: string, id: string): Prom
   return row !== undefined;
 }
 
+export interface NewEvent {
+  accountId: string;
+  name: string;
+  body: string;
+  occurredAt: Date;
+}
+
 /** Stores the event and one pending delivery per enabled subscriber, in one statement. */
-export async function insertEventWithDeliveries(
+export async function insertEventWithDeliveries(db: Db, event: NewEvent): Promise<{ eventId: string; deliveries: number }> {
+  const [result] = await insertEventsWithDeliveries(db, [event]);
+  return result!;
+}
+
+/**
+ * Stores events and one pending delivery per enabled subscriber of each, in one statement: one
+ * round trip and one commit (a WAL flush) however many events. Results are in the order given.
+ */
+export async function insertEventsWithDeliveries(
   db: Db,
-  event: { accountId: string; name: string; body: string; occurredAt: Date },
-): Promise<{ eventId: string; deliveries: number }> {
+  events: NewEvent[],
+): Promise<{ eventId: string; deliveries: number }[]> {
+  // Ids made here tie each event to its result, which the rows an insert returns do not.
+  const ids = events.map(() => randomUUID());
   const { rows } = await sql<{ event_id: string; deliveries: number }>`
     with ev as (
-      insert into webhook_events (account_id, name, body, occurred_at)
-      values (${event.accountId}, ${event.name}, ${event.body}, ${event.occurredAt})
-      returning id
+      insert into webhook_events (id, account_id, name, body, occurred_at)
+      select * from unnest(
+        ${ids}::uuid[], ${events.map((e) => e.accountId)}::uuid[], ${events.map((e) => e.name)}::text[],
+        ${events.map((e) => e.body)}::text[], ${events.map((e) => e.occurredAt.toISOString())}::timestamptz[]
+      )
+      returning id, account_id, name
     ), queued as (
       insert into webhook_deliveries (event_id, webhook_id)
-      select ev.id, w.id from ev, webhooks w
-      where w.account_id = ${event.accountId} and w.enabled and w.events && array['*', ${event.name}]::text[]
-      returning id
+      select ev.id, w.id from ev join webhooks w
+        on w.account_id = ev.account_id and w.enabled and w.events && array['*', ev.name]::text[]
+      returning event_id
     )
-    select (select id from ev) as event_id, (select count(*)::int from queued) as deliveries`.execute(db);
-  return { eventId: rows[0]!.event_id, deliveries: rows[0]!.deliveries };
+    select event_id, count(*)::int as deliveries from queued group by event_id`.execute(db);
+  const deliveries = new Map(rows.map((r) => [r.event_id, r.deliveries]));
+  return ids.map((eventId) => ({ eventId, deliveries: deliveries.get(eventId) ?? 0 }));
 }
 
 /**

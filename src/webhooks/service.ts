@@ -25,6 +25,13 @@ const URL_PROBLEMS: Record<UrlProblem, string> = {
 
 /** Webhook subscriptions of the caller's account, event publishing, and the test delivery. */
 export class WebhookService {
+  /** Events published in this tick, stored together by one statement at its end. */
+  private unpublished: {
+    event: repo.NewEvent;
+    done: (result: { eventId: string; deliveries: number }) => void;
+    failed: (e: unknown) => void;
+  }[] = [];
+
   constructor(
     private readonly db: Db,
     private readonly guard: SsrfGuard,
@@ -129,8 +136,9 @@ export class WebhookService {
   }
 
   /**
-   * Stores the event and a delivery per subscribed, enabled webhook of the account in one
-   * statement, wakes the dispatchers, and returns: the caller never waits on receivers.
+   * Stores the event and a delivery per subscribed, enabled webhook of the account, wakes the
+   * dispatchers, and returns: the caller never waits on receivers. Events published in the same tick
+   * go in one statement, so a burst costs one commit (a WAL flush), not one per event.
    */
   async publish(principal: Principal, request: PublishEventRequest): Promise<{ eventId: string; deliveries: number }> {
     const violations = new Violations();
@@ -142,14 +150,28 @@ export class WebhookService {
     if (!isUuid(accountId)) violations.add("account_id", "must be an account id (a UUID)");
     violations.throwIfAny();
     const occurredAt = new Date();
-    const result = await repo.insertEventWithDeliveries(this.db, {
-      accountId,
-      name: request.event,
-      body: eventBody(request.event, occurredAt, request.data ?? {}),
-      occurredAt,
+    return new Promise((done, failed) => {
+      this.unpublished.push({
+        event: { accountId, name: request.event, body: eventBody(request.event, occurredAt, request.data ?? {}), occurredAt },
+        done,
+        failed,
+      });
+      if (this.unpublished.length === 1) setImmediate(() => this.flushPublished());
     });
-    if (result.deliveries > 0) this.dispatcher.wakeAll();
-    return result;
+  }
+
+  private flushPublished(): void {
+    const batch = this.unpublished;
+    this.unpublished = [];
+    repo.insertEventsWithDeliveries(this.db, batch.map((b) => b.event)).then(
+      (results) => {
+        if (results.some((r) => r.deliveries > 0)) this.dispatcher.wakeAll();
+        batch.forEach((b, i) => b.done(results[i]!));
+      },
+      (error: unknown) => {
+        for (const b of batch) b.failed(error);
+      },
+    );
   }
 
   /** An event of another capability (EventSink), written inside that capability's transaction `db`. */
