@@ -2,6 +2,7 @@ import type { BlobStore } from "../platform/blobs/blob-store.js";
 import type { Db } from "../platform/db/database.js";
 import type { Logger } from "../platform/logger.js";
 import type { MediaProbes } from "../platform/media/probes.js";
+import { Periodic } from "../platform/periodic.js";
 import * as repo from "./repository.js";
 
 const BATCH = 500;
@@ -12,8 +13,7 @@ const BATCH = 500;
  * until their project is deleted. Every replica sweeps; deleting twice is harmless.
  */
 export class AssetJanitor {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
+  private readonly periodic: Periodic;
 
   constructor(
     private readonly db: Db,
@@ -21,22 +21,16 @@ export class AssetJanitor {
     private readonly probes: MediaProbes,
     private readonly logger: Logger,
     private readonly options: { retentionMs: number; intervalMs: number },
-  ) {}
+  ) {
+    this.periodic = new Periodic(() => this.sweep(), logger, "asset_sweep_failed");
+  }
 
   start(): void {
-    if (this.options.retentionMs === 0) return;
-    this.timer = setInterval(() => {
-      this.running ??= this.sweep()
-        .then(() => undefined)
-        .catch((error: unknown) => this.logger.warn({ event: "asset_sweep_failed", err: error }, "asset sweep failed"))
-        .finally(() => (this.running = undefined));
-    }, this.options.intervalMs);
-    this.timer.unref();
+    if (this.options.retentionMs > 0) this.periodic.start(this.options.intervalMs);
   }
 
   async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.running;
+    await this.periodic.stop();
   }
 
   /** One pass over everything stored before `now` minus the retention; returns how many blobs went. */

@@ -1,6 +1,7 @@
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { Logger } from "../platform/logger.js";
+import { Periodic } from "../platform/periodic.js";
 import { loadNamespaces, registryFingerprint, type NamespaceRecord, type RegistryFingerprint } from "./repository.js";
 
 /** How long a mismatch may be explained by notices still on their way before the cache is dropped. */
@@ -24,8 +25,7 @@ export class NamespaceCache {
   private sorted: NamespaceRecord[] | undefined;
   private readonly byToken = new Map<string, NamespaceRecord>();
 
-  private checkTimer: NodeJS.Timeout | undefined;
-  private checking: Promise<void> | undefined;
+  private readonly checks: Periodic;
 
   constructor(
     private readonly db: Db,
@@ -34,22 +34,16 @@ export class NamespaceCache {
   ) {
     notifications.on(NAMESPACES_CHANNEL, (name) => this.invalidate(name));
     notifications.onReconnect(() => this.clear());
+    this.checks = new Periodic(() => this.check(), logger, "namespace_cache_check_failed");
   }
 
   /** Starts comparing the cache with the database every `intervalMs`. */
   startChecks(intervalMs: number): void {
-    this.checkTimer = setInterval(() => {
-      this.checking ??= this.check()
-        .then(() => undefined)
-        .catch((error: unknown) => this.logger.warn({ event: "namespace_cache_check_failed", err: error }, "check failed"))
-        .finally(() => (this.checking = undefined));
-    }, intervalMs);
-    this.checkTimer.unref();
+    this.checks.start(intervalMs);
   }
 
   async stopChecks(): Promise<void> {
-    clearInterval(this.checkTimer);
-    await this.checking;
+    await this.checks.stop();
   }
 
   /**

@@ -1,6 +1,7 @@
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { Logger } from "../platform/logger.js";
+import { Periodic } from "../platform/periodic.js";
 import { NAMESPACES_CHANNEL } from "../namespaces/cache.js";
 import { expireInstances } from "./repository.js";
 
@@ -12,29 +13,23 @@ const BATCH = 1_000;
  * every replica's cache.
  */
 export class ExpirySweeper {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
+  private readonly periodic: Periodic;
 
   constructor(
     private readonly db: Db,
     private readonly notifications: Notifications,
     private readonly logger: Logger,
     private readonly intervalMs: number,
-  ) {}
+  ) {
+    this.periodic = new Periodic(() => this.sweep(), logger, "expiry_sweep_failed");
+  }
 
   start(): void {
-    this.timer = setInterval(() => {
-      this.running ??= this.sweep()
-        .then(() => undefined)
-        .catch((error: unknown) => this.logger.warn({ event: "expiry_sweep_failed", err: error }, "expiry sweep failed"))
-        .finally(() => (this.running = undefined));
-    }, this.intervalMs);
-    this.timer.unref();
+    this.periodic.start(this.intervalMs);
   }
 
   async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.running;
+    await this.periodic.stop();
   }
 
   /** One pass; returns how many namespaces changed. */

@@ -1,0 +1,33 @@
+import type { Logger } from "./logger.js";
+
+/**
+ * Runs a background task every `intervalMs`, never two runs at once (a slow run makes the next tick
+ * skip); a failure is logged as `failureEvent` and the next tick tries again. The timer never keeps
+ * the process alive.
+ */
+export class Periodic {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+
+  constructor(
+    private readonly task: () => Promise<unknown>,
+    private readonly logger: Logger,
+    private readonly failureEvent: string,
+  ) {}
+
+  start(intervalMs: number): void {
+    this.timer = setInterval(() => {
+      this.running ??= this.task()
+        .then(() => undefined)
+        .catch((error: unknown) => this.logger.warn({ event: this.failureEvent, err: error }, "background task failed"))
+        .finally(() => (this.running = undefined));
+    }, intervalMs);
+    this.timer.unref();
+  }
+
+  /** Stops the timer and waits for a run in progress. */
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.running;
+  }
+}
