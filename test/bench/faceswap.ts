@@ -4,25 +4,15 @@ import path from "node:path";
 import { createClient, type AtriumClient } from "../../src/client/index.js";
 import { runFfmpeg } from "../../src/platform/media/ffmpeg.js";
 import { makeClip, samplePhoto } from "../support/footage.js";
+import { quantile, type LoadResult } from "./load.js";
 import type { ServerProcess } from "./server-process.js";
 
 const CONCURRENT_CREATES = 200;
 const CLIP_SECONDS = 5;
 
-export interface BurstResult {
-  name: string;
-  calls: number;
-  errors: number;
-  firstError?: string;
-  seconds: number;
-  perSecond: number;
-  p50Ms: number;
-  p99Ms: number;
-}
-
 export interface FaceSwapBench {
-  baseline: BurstResult;
-  creates: BurstResult;
+  baseline: LoadResult;
+  creates: LoadResult;
   /** Create to complete of one 5 s clip through the queue, and its phases, in ms. */
   job: { queueToCompleteMs: number; waitMs: number; renderMs: number; frames: number; width: number; height: number };
   /** ffmpeg decoding and encoding the same clip at the same size, in ms (the baseline of the job). */
@@ -103,7 +93,7 @@ async function upload(client: AtriumClient, type: "video" | "image", file: strin
 }
 
 /** `CONCURRENT_CREATES` calls started together; latency of each, throughput of the whole burst. */
-async function burst(name: string, call: () => Promise<unknown>): Promise<BurstResult> {
+async function burst(name: string, call: () => Promise<unknown>): Promise<LoadResult> {
   const latencies: number[] = [];
   let errors = 0;
   let firstError: string | undefined;
@@ -122,6 +112,14 @@ async function burst(name: string, call: () => Promise<unknown>): Promise<BurstR
   );
   const seconds = (performance.now() - started) / 1000;
   latencies.sort((a, b) => a - b);
-  const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN;
-  return { name, calls: latencies.length, errors, firstError, seconds, perSecond: latencies.length / seconds, p50Ms: at(0.5), p99Ms: at(0.99) };
+  return {
+    name,
+    requests: latencies.length,
+    errors,
+    firstError,
+    seconds,
+    perSecond: latencies.length / seconds,
+    p50Ms: quantile(latencies, 0.5),
+    p99Ms: quantile(latencies, 0.99),
+  };
 }

@@ -53,17 +53,21 @@ export async function runLoad(
   const seconds = (performance.now() - started) / 1000;
   const cpuAfter = cpuMs?.();
   latencies.sort((a, b) => a - b);
-  const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN;
   return {
     name,
     requests: latencies.length,
     errors,
     seconds,
     perSecond: latencies.length / seconds,
-    p50Ms: at(0.5),
-    p99Ms: at(0.99),
+    p50Ms: quantile(latencies, 0.5),
+    p99Ms: quantile(latencies, 0.99),
     serverCpuUs:
       cpuBefore !== undefined && cpuAfter !== undefined ? ((cpuAfter - cpuBefore) * 1000) / Math.max(1, latencies.length) : undefined,
     firstError,
   };
+}
+
+/** The value at quantile `q` (0..1) of ascending `sorted`; NaN when it is empty. */
+export function quantile(sorted: readonly number[], q: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN;
 }

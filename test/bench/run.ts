@@ -4,7 +4,7 @@ import path from "node:path";
 import { startEmbeddedPostgres } from "../../src/platform/db/embedded-postgres.js";
 import { createLogger } from "../../src/platform/logger.js";
 import type { LoadResult } from "./load.js";
-import { benchFaceSwap, type BurstResult } from "./faceswap.js";
+import { benchFaceSwap } from "./faceswap.js";
 import { benchNamespaces } from "./namespaces.js";
 import { benchRegistry, HEARTBEATS_PER_BATCH } from "./registry.js";
 import { benchRender, printRenderRuns } from "./render.js";
@@ -85,7 +85,7 @@ async function main(): Promise<void> {
     if (sections.has("faceswap")) {
       console.log("\n== face swap jobs (grpc-js client) ==");
       const fs = await benchFaceSwap(server, ADMIN_TOKEN);
-      printBursts([fs.baseline, fs.creates], fs.baseline);
+      printTable([fs.baseline, fs.creates], fs.baseline);
       const { job } = fs;
       console.log(
         `queue to complete, ${job.frames} frames at ${job.width}x${job.height}: ${job.queueToCompleteMs.toFixed(0)} ms ` +
@@ -174,23 +174,6 @@ function printDeliveryRuns(runs: DeliveryRun[]): void {
     );
     if (!r.sustained) console.log(`    stopped after ${r.seconds.toFixed(1)} s: the queue kept growing (rate not sustainable)`);
     if (!r.drained) console.log(`    not drained: ${r.delivered} of ${r.published * 10} deliveries arrived`);
-  }
-}
-
-function printBursts(results: BurstResult[], baseline: BurstResult): void {
-  console.log(["burst".padEnd(44), "calls/s".padStart(9), "ratio".padStart(7), "p50 ms".padStart(8), "p99 ms".padStart(8), "errors".padStart(7)].join(" "));
-  for (const r of results) {
-    console.log(
-      [
-        r.name.padEnd(44),
-        r.perSecond.toFixed(0).padStart(9),
-        (r.perSecond / baseline.perSecond).toFixed(2).padStart(7),
-        r.p50Ms.toFixed(1).padStart(8),
-        r.p99Ms.toFixed(1).padStart(8),
-        String(r.errors).padStart(7),
-      ].join(" "),
-    );
-    if (r.firstError) console.log(`    first error: ${r.firstError}`);
   }
 }
 
