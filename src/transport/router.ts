@@ -45,13 +45,13 @@ export class Router {
       for (const [key, definition] of Object.entries(service.definition)) {
         const handler = (service.handlers as Record<string, UnaryHandler<unknown, unknown>>)[key];
         if (!handler) throw new Error(`no handler for ${definition.path}`);
+        const scope = service.methodScopes[key] ?? service.scope;
         this.methods.set(definition.path, {
           path: definition.path,
           key,
           definition: definition as MethodDefinition<unknown, unknown>,
           service,
-          invoke: (request, call) =>
-            this.invoke(definition.path, service.methodScopes[key] ?? service.scope, service, handler, request, call),
+          invoke: (request, call) => this.invoke(definition.path, scope, service, handler, request, call),
         });
       }
     }
