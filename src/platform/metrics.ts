@@ -12,7 +12,7 @@ export interface Sample<L extends string> {
 }
 
 /** The default latency buckets, in seconds. */
-export const DURATION_BUCKETS: readonly number[] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+const DURATION_BUCKETS: readonly number[] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 interface Metric {
   readonly name: string;
@@ -158,7 +158,7 @@ function sampleLine(name: string, labelNames: readonly string[], labels: Readonl
   return `${name}{${pairs.join(",")}} ${formatNumber(value)}`;
 }
 
-export function escapeLabelValue(value: string): string {
+function escapeLabelValue(value: string): string {
   return value.replace(/[\\"\n]/g, (c) => (c === "\n" ? "\\n" : `\\${c}`));
 }
 
