@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import type { Writable } from "node:stream";
 import { ffmpegPath } from "../../platform/media/ffmpeg.js";
+import { expectedFrames } from "../rules.js";
 
 /** A range of a video as raw rgb24 frames of one size and rate. */
 export interface FrameFormat {
@@ -44,11 +45,6 @@ export class FfmpegProcess {
   }
 }
 
-/** Frames in the range: what the decoder's fps filter yields for the duration. */
-export function expectedFrames(format: FrameFormat): number {
-  return Math.max(1, Math.round((format.endSeconds - format.startSeconds) * format.fps));
-}
-
 /**
  * Decodes the range to rgb24 on stdout. `-ss` before `-i` seeks by keyframe and then decodes
  * accurately up to the start, which is far faster than decoding from the beginning.
@@ -61,7 +57,7 @@ export function startDecoder(format: FrameFormat): FfmpegProcess {
       "-ss", String(format.startSeconds), "-t", String(duration), "-i", format.video,
       "-an", "-sn", "-dn",
       "-vf", `scale=${format.width}:${format.height}:flags=bilinear,fps=${format.fps}`,
-      "-frames:v", String(expectedFrames(format)),
+      "-frames:v", String(expectedFrames(format.startSeconds, format.endSeconds, format.fps)),
       "-pix_fmt", "rgb24", "-f", "rawvideo", "pipe:1",
     ],
     "ignore",

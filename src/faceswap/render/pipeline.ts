@@ -1,6 +1,6 @@
 import { RenderError, type RenderRequest } from "../renderer.js";
+import { expectedFrames } from "../rules.js";
 import {
-  expectedFrames,
   readFrames,
   startDecoder,
   startEncoder,
@@ -45,7 +45,7 @@ export async function renderFrames(request: RenderRequest, stage: FrameStage): P
   const { signal } = request;
   if (signal.aborted) throw abortError(signal);
   const format: FrameFormat = request;
-  const expected = expectedFrames(format);
+  const expected = expectedFrames(format.startSeconds, format.endSeconds, format.fps);
   const decoder = startDecoder(format);
   const encoder = startEncoder(format, request.output, request.hasAudio);
   let rejectAborted: (error: unknown) => void = () => {};
