@@ -4,7 +4,7 @@ import type { DetectedFace, FaceDetectionRequest } from "../renderer.js";
 import { crop, decodeFrames, encodePng, grow, type RgbImage } from "./images.js";
 import { abortError, untilAborted } from "./pipeline.js";
 import type { FaceData } from "./protocol.js";
-import { MATCH_THRESHOLD } from "./swap-stage.js";
+import { matchPerson } from "./swap-stage.js";
 import { analyseImage } from "./sources.js";
 import type { WorkerPool } from "./worker-pool.js";
 
@@ -51,13 +51,8 @@ export async function detectFaces(pool: WorkerPool, request: FaceDetectionReques
     for (const [index, face] of faces.entries()) {
       if (!face.embedding) continue;
       const frame = request.still ? 0 : Math.round(k * fps);
-      const similarities = await pool.call<number[]>(0, {
-        type: "similarities",
-        embedding: face.embedding,
-        candidates: people.map((person) => person.embedding),
-      });
-      const best = similarities.reduce((b, s, i) => (s > (similarities[b] ?? -1) ? i : b), -1);
-      const person = best >= 0 && similarities[best]! >= MATCH_THRESHOLD ? people[best] : undefined;
+      const match = await matchPerson(pool, 0, face.embedding, people.map((person) => person.embedding));
+      const person = match >= 0 ? people[match] : undefined;
       if (!person) people.push({ embedding: face.embedding, face, image, frame, index });
       else if (quality(face) > quality(person.face)) Object.assign(person, { face, image, frame, index });
     }

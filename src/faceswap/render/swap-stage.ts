@@ -21,7 +21,14 @@ export interface SwapPlan {
  * Similarity (human.match.similarity, 0..1) from which two faces count as the same person: different
  * people in the demo photos score up to 0.57.
  */
-export const MATCH_THRESHOLD = 0.65;
+const MATCH_THRESHOLD = 0.65;
+
+/** Index of the candidate embedding that is the same person as `embedding` (the most similar one), or -1. */
+export async function matchPerson(pool: WorkerPool, worker: number, embedding: number[], candidates: number[][]): Promise<number> {
+  const similarities = await pool.call<number[]>(worker, { type: "similarities", embedding, candidates });
+  const best = similarities.reduce((b, s, i) => (s > (similarities[b] ?? -1) ? i : b), -1);
+  return best >= 0 && similarities[best]! >= MATCH_THRESHOLD ? best : -1;
+}
 
 /**
  * Frame i goes to worker i mod N, which detects faces in it and keeps it. Tracking runs here, one
@@ -80,13 +87,8 @@ export class SwapStage implements FrameStage {
         .filter((candidate) => candidate.embedding && iou(candidate.box, track.box) >= 0.3)
         .sort((a, b) => iou(b.box, track.box) - iou(a.box, track.box))[0];
       if (!face?.embedding) continue;
-      const similarities = await this.pool.call<number[]>(worker, {
-        type: "similarities",
-        embedding: face.embedding,
-        candidates: this.plan.originals,
-      });
-      const best = similarities.reduce((b, s, i) => (s > (similarities[b] ?? -1) ? i : b), -1);
-      if (best >= 0 && similarities[best]! >= MATCH_THRESHOLD) track.source = best;
+      const match = await matchPerson(this.pool, worker, face.embedding, this.plan.originals);
+      if (match >= 0) track.source = match;
     }
   }
 }
