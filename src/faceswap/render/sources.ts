@@ -27,10 +27,16 @@ export async function analyseImage(
   const bx = Math.round(image.width * BORDER);
   const by = Math.round(image.height * BORDER);
   const bordered = addBorder(image, bx, by);
-  return (await analyse(pool, bordered, options)).map((face) => {
-    const mesh = face.mesh.map((v, i) => v - (i % 2 === 0 ? bx : by));
-    return { ...face, box: [face.box[0] - bx, face.box[1] - by, face.box[2], face.box[3]], mesh };
-  });
+  return (await analyse(pool, bordered, options)).map((face) => ({
+    ...face,
+    box: [face.box[0] - bx, face.box[1] - by, face.box[2], face.box[3]],
+    mesh: shiftMesh(face.mesh, bx, by),
+  }));
+}
+
+/** The mesh (x, y pairs) moved by (-dx, -dy). */
+function shiftMesh(mesh: Float32Array, dx: number, dy: number): Float32Array {
+  return mesh.map((v, i) => v - (i % 2 === 0 ? dx : dy));
 }
 
 async function analyse(pool: WorkerPool, image: RgbImage, options: { minConfidence: number; worker: number }): Promise<FaceData[]> {
@@ -69,8 +75,7 @@ async function largestFace(pool: WorkerPool, file: string, signal: AbortSignal):
 async function sourceFace(pool: WorkerPool, file: string, signal: AbortSignal): Promise<SourceFace> {
   const { image, face } = await largestFace(pool, file, signal);
   const region = crop(image, grow(face.box, 0.2));
-  const mesh = face.mesh.map((v, i) => v - (i % 2 === 0 ? region.x : region.y));
-  return { pixels: region.pixels, width: region.width, height: region.height, mesh };
+  return { pixels: region.pixels, width: region.width, height: region.height, mesh: shiftMesh(face.mesh, region.x, region.y) };
 }
 
 /** Detects and meshes the job's new faces (and the originals they replace) once per job. */
