@@ -70,14 +70,11 @@ class FaceSwapRenderer implements Renderer, FaceDetector {
   }
 
   private async workers(signal: AbortSignal): Promise<WorkerPool> {
-    if (this.pool) {
-      const pool = await this.pool.catch(() => undefined);
-      if (pool?.broken) {
-        await pool.close();
-        this.pool = undefined;
-      } else if (!pool) {
-        this.pool = undefined;
-      }
+    // A pool that failed to start or has lost a worker is replaced.
+    const pool = await this.pool?.catch(() => undefined);
+    if (!pool || pool.broken) {
+      await pool?.close();
+      this.pool = undefined;
     }
     this.pool ??= WorkerPool.start(Math.max(1, this.options.workers), this.options.logger);
     // Loading the models takes seconds; a cancel does not wait for it (the next render will).
