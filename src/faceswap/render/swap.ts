@@ -486,7 +486,7 @@ function featherMask(covered: Float32Array, w: number, h: number, radius: number
 }
 
 /** Separable box blur into `out` with running sums (edges clamped), any number of interleaved channels. */
-export function boxBlur(input: Float32Array, out: Float32Array, w: number, h: number, channels: number, radius: number): Float32Array {
+function boxBlur(input: Float32Array, out: Float32Array, w: number, h: number, channels: number, radius: number): Float32Array {
   const tmp = scratch("blur", input.length);
   blurLines(input, tmp, h, w, channels, radius, w * channels, channels);
   blurLines(tmp, out, w, h, channels, radius, channels, w * channels);
