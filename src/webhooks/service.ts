@@ -2,7 +2,7 @@ import type { CreateWebhookRequest, PublishEventRequest, UpdateWebhookRequest } 
 import type { Principal } from "../platform/auth.js";
 import type { Db } from "../platform/db/database.js";
 import type { WebhookRow } from "../platform/db/schema.js";
-import { Code, notFound, RpcError, Violations } from "../platform/errors.js";
+import { invalidArgument, notFound, type RpcError, Violations } from "../platform/errors.js";
 import { isUuid } from "../platform/ids.js";
 import type { Dispatcher } from "./dispatcher.js";
 import { EVENT_NAME } from "./events.js";
@@ -189,10 +189,7 @@ export class WebhookService {
     const verdict = await this.guard.validate(url);
     if (!verdict.valid) {
       const description = `${URL_PROBLEMS[verdict.reason]} (${verdict.detail})`;
-      throw new RpcError(Code.INVALID_ARGUMENT, `url: ${description}`, {
-        reason: verdict.reason.toUpperCase(),
-        fieldViolations: [{ field: "url", description }],
-      });
+      throw invalidArgument([{ field: "url", description }], verdict.reason.toUpperCase());
     }
   }
 }
