@@ -1,6 +1,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { verifySignature } from "../../src/webhooks/signature.js";
+import { until } from "./expect.js";
 
 export interface Received {
   at: number;
@@ -64,11 +65,7 @@ export class Receiver {
 
   /** Resolves once `count` requests have arrived (fails after timeoutMs). */
   async waitFor(count: number, timeoutMs = 10_000): Promise<Received[]> {
-    const end = Date.now() + timeoutMs;
-    while (this.received.length < count) {
-      if (Date.now() > end) throw new Error(`receiver got ${this.received.length} of ${count} requests`);
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    await until(() => this.received.length >= count, timeoutMs, `${count} requests at the receiver`);
     return this.received;
   }
 
