@@ -7,6 +7,7 @@ import { createClient, type AtriumClient } from "../src/client/index.js";
 import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/app.js";
 import { createTestDatabase } from "./support/database.js";
 import { until } from "./support/expect.js";
+import { fundedAccount, uploadFile } from "./support/faceswap.js";
 import { makeClip, makePatternClip, samplePhoto } from "./support/footage.js";
 import { Receiver } from "./support/receiver.js";
 import { ServiceProcess } from "./support/service-process.js";
@@ -24,31 +25,22 @@ afterAll(async () => {
 });
 
 interface Account {
-  accountId: string;
   key: string;
   client: AtriumClient;
 }
 
-async function fundedAccount(admin: AtriumClient, address: string, credits: number): Promise<Account> {
-  const { account } = await admin.admin.createAccount({ name: "jobs", groupIds: [] });
-  const accountId = account!.id;
-  const { key } = await admin.admin.createApiKey({ accountId, name: "jobs", scopes: ["faceswap", "webhooks"] });
-  await admin.admin.grantCredits({ accountId, amount: credits, reason: "test" });
-  const client = createClient({ address, token: key });
-  cleanup.push(async () => client.close());
-  return { accountId, key, client };
+/** An account of this test's app with `faceswap` and `webhooks` scopes and `credits` granted. */
+async function appAccount(t: TestApp, credits: number): Promise<Account> {
+  const { key } = await fundedAccount(t, credits, "free", ["webhooks"]);
+  return { key, client: t.client(key) };
 }
 
-/** Uploads a local file through a signed URL; returns its file_path. */
-async function upload(account: Account, type: "video" | "image", file: string): Promise<string> {
-  const extension = path.extname(file).slice(1);
-  const { items } = await account.client.files.createUploadUrls({ items: [{ type, extension }] });
-  const response = await fetch(items[0]!.uploadUrl, { method: "PUT", body: fs.readFileSync(file) });
-  expect(response.status).toBe(200);
-  return items[0]!.filePath;
-}
-
-async function createJob(account: Account, video: string, face: string, endSeconds: number): Promise<string> {
+/** Uploads the clip and a face photo through signed URLs and swaps the first `endSeconds` of it; returns the job id. */
+async function createJob(app: Pick<TestApp, "client">, account: Account, clip: string, endSeconds: number): Promise<string> {
+  const [video, face] = await Promise.all([
+    uploadFile(app, account.key, "video", "mp4", clip),
+    uploadFile(app, account.key, "image", "jpg", samplePhoto(2)),
+  ]);
   const created = await account.client.faceSwap.createFaceSwap({
     assets: { videoSource: "file", videoFilePath: video, imageFilePath: face },
     startSeconds: 0,
@@ -92,7 +84,7 @@ describe("one replica", () => {
   });
 
   it("renders, settles credits to the frames rendered once, and announces video.started and video.completed", async () => {
-    const account = await fundedAccount(t.admin, t.grpcAddress, 500);
+    const account = await appAccount(t, 500);
     const receiver = await Receiver.start(() => secret);
     cleanup.push(() => receiver.stop());
     const { webhook } = await account.client.webhooks.createWebhook({
@@ -100,7 +92,7 @@ describe("one replica", () => {
       events: ["video.started", "video.completed", "video.errored"],
     });
     const secret = webhook!.secret;
-    const id = await createJob(account, await upload(account, "video", clip), await upload(account, "image", samplePhoto(2)), 2);
+    const id = await createJob(t, account, clip, 2);
 
     const project = await waitForStatus(account, id, ["complete", "error"]);
     expect(project.status).toBe("complete");
@@ -122,8 +114,8 @@ describe("one replica", () => {
   });
 
   it("stops a canceled job within a second and refunds all it reserved", async () => {
-    const account = await fundedAccount(t.admin, t.grpcAddress, 5000);
-    const id = await createJob(account, await upload(account, "video", longClip), await upload(account, "image", samplePhoto(2)), 40);
+    const account = await appAccount(t, 5000);
+    const id = await createJob(t, account, longClip, 40);
     await until(
       async () => {
         const { project } = await account.client.videoProjects.getVideoProject({ id });
@@ -173,9 +165,13 @@ describe("replicas", () => {
     processes.push(service);
     const started = await service.waitForEvent("started");
     const address = `127.0.0.1:${started.grpc_port as number}`;
-    const admin = createClient({ address, token: ADMIN_TOKEN });
-    cleanup.push(async () => admin.close());
-    return { service, address, admin };
+    /** A client of this replica (closed with the test file). */
+    const client = (token: string) => {
+      const c = createClient({ address, token });
+      cleanup.push(async () => c.close());
+      return c;
+    };
+    return { service, admin: client(ADMIN_TOKEN), client };
   }
 
   it("a replica killed mid-render: the job is claimed again when its lease runs out and settles once", async () => {
@@ -186,14 +182,18 @@ describe("replicas", () => {
     const clip = await makePatternClip(path.join(dir, "crash.mp4"), 12, "320x240", 25);
 
     const first = await replica(url, dataDir, {});
-    const account = await fundedAccount(first.admin, first.address, 1000);
-    const id = await createJob(account, await upload(account, "video", clip), await upload(account, "image", samplePhoto(2)), 12);
+    // The replica has its own database, so the account is made through its admin API.
+    const { account: created } = await first.admin.admin.createAccount({ name: "jobs", groupIds: [] });
+    const accountId = created!.id;
+    const { key } = await first.admin.admin.createApiKey({ accountId, name: "jobs", scopes: ["faceswap"] });
+    await first.admin.admin.grantCredits({ accountId, amount: 1000, reason: "test" });
+    const account = { key, client: first.client(key) };
+    const id = await createJob(first, account, clip, 12);
     await until(async () => first.service.logs.some((l) => l.event === "job_started" && l.job_id === id), 30_000, "job started");
     await first.service.kill("SIGKILL");
 
     const second = await replica(url, dataDir, {});
-    const survivor = { ...account, client: createClient({ address: second.address, token: account.key }) };
-    cleanup.push(async () => survivor.client.close());
+    const survivor = { key, client: second.client(key) };
     const project = await waitForStatus(survivor, id, ["complete", "error"], 90_000);
     expect(project.status).toBe("complete");
     expect(project.framesRendered).toBe(300);

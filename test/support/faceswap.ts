@@ -18,7 +18,7 @@ export async function fundedAccount(
 }
 
 /** Asks for an upload URL, PUTs the file's bytes to it and returns the `file_path`. */
-export async function uploadFile(t: TestApp, key: string, type: string, extension: string, file: string | Buffer): Promise<string> {
+export async function uploadFile(t: Pick<TestApp, "client">, key: string, type: string, extension: string, file: string | Buffer): Promise<string> {
   const { items } = await t.client(key).files.createUploadUrls({ items: [{ type, extension }] });
   const body = typeof file === "string" ? await fs.readFile(file) : file;
   const response = await fetch(items[0]!.uploadUrl, { method: "PUT", body });
