@@ -1,6 +1,5 @@
 import { readFileSync } from "node:fs";
 import fs from "node:fs/promises";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -8,19 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiError, Code, createClient } from "../src/client/index.js";
 import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/app.js";
 import { createTestDatabase } from "./support/database.js";
-import { ServiceProcess } from "./support/service-process.js";
+import { freePort, ServiceProcess } from "./support/service-process.js";
 
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** Stops a PostgreSQL that a killed service left behind in dataDir (only after a failed test). */
 function stopLeftoverPostgres(dataDir: string): void {

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
-import net from "node:net";
 import path from "node:path";
+import { freePort } from "../support/service-process.js";
 
 export interface ServerProcess {
   /** The server's stdout (its JSON log), kept for inspection. */
@@ -58,14 +58,3 @@ export async function startServerProcess(env: Record<string, string>, logFile: s
 
 /** USER_HZ on Linux. */
 const CLOCK_TICKS_PER_SECOND = 100;
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
