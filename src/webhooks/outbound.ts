@@ -13,6 +13,7 @@ export interface WebhookHttpClientOptions {
 export interface PostResult {
   /** HTTP status, or 0 when no response arrived (network failure, timeout, SSRF block). */
   status: number;
+  /** Whole milliseconds. */
   latencyMs: number;
   responseBody: string;
   error?: string;
