@@ -4,7 +4,7 @@ import type { LookupFunction } from "node:net";
 /** Why a webhook URL is refused; the validate-url endpoint sends these words as its `reason`. */
 export type UrlProblem = "invalid_url" | "blocked_private" | "unresolvable";
 
-export const MAX_URL_LENGTH = 2000;
+const MAX_URL_LENGTH = 2000;
 
 export interface ResolvedAddress {
   address: string;

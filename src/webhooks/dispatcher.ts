@@ -7,7 +7,7 @@ import * as repo from "./repository.js";
 import type { ClaimedDelivery } from "./repository.js";
 import { signBody } from "./signature.js";
 
-export const DELIVERIES_CHANNEL = "webhook_deliveries";
+const DELIVERIES_CHANNEL = "webhook_deliveries";
 /** The seed: up to 3 retries after the first attempt. */
 const MAX_ATTEMPTS = 4;
 /** The seed: a webhook with this many failed deliveries in a row is disabled. */
