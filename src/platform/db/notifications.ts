@@ -16,6 +16,8 @@ interface Outgoing {
   payload: string;
   /** Set for a published notice (not for an acknowledgement). */
   waiter?: AckWaiter;
+  /** Set for an acknowledgement: how many ids its payload joins. */
+  acks?: number;
 }
 
 const ACK_TIMEOUT_MS = 1_000;
@@ -222,10 +224,11 @@ export class Notifications {
   /** Joins the id to the acknowledgement being gathered this tick. */
   private acknowledge(id: string): void {
     const last = this.outbox.at(-1);
-    if (last && !last.waiter && last.channel === ACK_CHANNEL && last.payload.split(",").length < IDS_PER_ACK) {
+    if (last?.acks !== undefined && last.acks < IDS_PER_ACK) {
       last.payload += `,${id}`;
+      last.acks++;
     } else {
-      this.send({ channel: ACK_CHANNEL, payload: id });
+      this.send({ channel: ACK_CHANNEL, payload: id, acks: 1 });
     }
   }
 }
