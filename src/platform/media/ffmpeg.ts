@@ -45,8 +45,8 @@ export async function probeMedia(input: string, signal?: AbortSignal): Promise<M
   return { ...info, durationSeconds: Math.min(info.durationSeconds, pictureSeconds) };
 }
 
-/** Parses the stderr of `ffmpeg -i`. Exported for its own tests. */
-export function parseProbe(stderr: string): MediaInfo {
+/** Parses the stderr of `ffmpeg -i`. */
+function parseProbe(stderr: string): MediaInfo {
   const videoLine = /Stream #\d+:\d+(?:\[\w+\])?(?:\(\w+\))?: Video: (\w+)[^\n]*/.exec(stderr);
   if (!videoLine) {
     const reason = /: (Invalid data found[^\n]*|No such file[^\n]*|[^\n]*not found)/.exec(stderr)?.[1];
