@@ -81,7 +81,7 @@ async function download(
 ): Promise<void> {
   const info = await store.stat(key);
   if (!info) {
-    writeRpcError(res, new RpcError(Code.NOT_FOUND, "this file no longer exists", { reason: "BLOB_NOT_FOUND" }));
+    writeGone(res);
     return;
   }
   const headers: Record<string, string | number> = {
@@ -103,7 +103,7 @@ async function download(
       ? undefined
       : await store.read(key, range).catch(async (error: unknown) => ((await store.stat(key)) ? Promise.reject(error) : null));
   if (body === null) {
-    writeRpcError(res, new RpcError(Code.NOT_FOUND, "this file no longer exists", { reason: "BLOB_NOT_FOUND" }));
+    writeGone(res);
     return;
   }
   if (range) {
@@ -143,6 +143,10 @@ function decodeKey(raw: string): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+function writeGone(res: ServerResponse): void {
+  writeRpcError(res, new RpcError(Code.NOT_FOUND, "this file no longer exists", { reason: "BLOB_NOT_FOUND" }));
 }
 
 function writeTooLarge(res: ServerResponse, maxBytes: number): void {
