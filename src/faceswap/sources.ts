@@ -58,7 +58,7 @@ export class SourceResolver {
 
   private async mediaOf(field: string, value: string, key: string, kind: SourceKind, signal: AbortSignal): Promise<MediaInfo> {
     const probed = await this.probes.of(key, signal);
-    if (!probed) throw bad(field, `no uploaded file "${value}" in this account (upload it to its upload_url first)`);
+    if (!probed) throw notUploaded(field, value);
     if (!probed.ok) throw bad(field, `is not a decodable ${kind === "any" ? "video or image" : kind}: ${probed.problem}`);
     const info = probed.info;
     if (kind === "video" && info.still) throw bad(field, "is an image; a video is needed");
@@ -76,7 +76,7 @@ export class SourceResolver {
     }
     // Another account's path answers exactly like a missing one: paths are not secrets, but existence is not shared.
     if (!value.startsWith(assetPrefix(accountId))) {
-      throw bad(field, `no uploaded file "${value}" in this account (upload it to its upload_url first)`);
+      throw notUploaded(field, value);
     }
     return value;
   }
@@ -140,4 +140,9 @@ function extensionOf(url: URL, kind: SourceKind): string {
 
 function bad(field: string, description: string) {
   return invalidArgument([{ field, description }], "INVALID_SOURCE");
+}
+
+/** A missing file and another account's file answer alike: existence is not shared. */
+function notUploaded(field: string, value: string) {
+  return bad(field, `no uploaded file "${value}" in this account (upload it to its upload_url first)`);
 }
