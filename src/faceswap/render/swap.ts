@@ -56,15 +56,14 @@ export const STYLES: Record<StyleVersion, StyleParams> = {
 const MAX_FEATHER = Math.max(...Object.values(STYLES).map((style) => style.feather));
 
 // Per-frame buffers are reused (grown as needed): allocating them for every face made the garbage
-// collector the largest cost of a swap.
+// collector the largest cost of a swap. A view holds the previous face's values: a caller that does not
+// write every element zeroes it first.
 const scratchBuffers = new Map<string, Float32Array>();
 
 function scratch(name: string, length: number): Float32Array {
   let buffer = scratchBuffers.get(name);
   if (!buffer || buffer.length < length) scratchBuffers.set(name, (buffer = new Float32Array(length * 1.25)));
-  const view = buffer.subarray(0, length);
-  view.fill(0);
-  return view;
+  return buffer.subarray(0, length);
 }
 
 // The face outline (MediaPipe FACE_OVAL, in order around the face) stays where the target's is, so the
@@ -248,8 +247,8 @@ function warpTriangles(
   const w = x1 - x0;
   const h = y1 - y0;
   if (w < 8 || h < 8) return undefined;
-  const warped = scratch("warped", w * h * 3);
-  const covered = scratch("covered", w * h);
+  const warped = scratch("warped", w * h * 3).fill(0);
+  const covered = scratch("covered", w * h).fill(0);
   let sminX = Infinity, sminY = Infinity, smaxX = -Infinity, smaxY = -Infinity;
   for (let i = 0; i < source.mesh.length; i += 2) {
     sminX = Math.min(sminX, source.mesh[i]!);
@@ -428,7 +427,7 @@ const ycbcr: [number, number, number] = [0, 0, 0];
  */
 function transferChroma(warped: Float32Array, target: Float32Array, covered: Float32Array, w: number, h: number, amount: number, radius: number): void {
   const n = w * h;
-  const packed = scratch("chroma", n * 5);
+  const packed = scratch("chroma", n * 5).fill(0);
   for (let i = 0; i < n; i++) {
     if (covered[i] === 0) continue;
     toYCbCr(warped, i * 3);
