@@ -39,8 +39,8 @@ interface Route {
   template: PathTemplate;
   /** "" (no body), "*" (the whole request) or a top-level request field. */
   body: string;
-  /** "" (the whole response) or a top-level response field. */
-  responseBody: string;
+  /** The top-level response field that is the HTTP body (response_body); undefined: the whole response. */
+  responseField: (DescField & { fieldKind: "message" }) | undefined;
   method: RoutedMethod;
   input: DescMessage;
   output: DescMessage;
@@ -76,7 +76,7 @@ export class Transcoder {
           verb: httpVerb,
           template: parsePathTemplate(path),
           body: binding.body,
-          responseBody: binding.responseBody,
+          responseField: responseFieldOf(desc.output, binding.responseBody, method.path),
           method,
           input: desc.input,
           output: desc.output,
@@ -319,13 +319,20 @@ function scalarLabel(scalar: ScalarType): string {
   }
 }
 
+/** The message field a binding's response_body names, checked once when the routes are built. */
+function responseFieldOf(output: DescMessage, responseBody: string, path: string): Route["responseField"] {
+  if (responseBody === "") return undefined;
+  const field = output.fields.find((f) => f.name === responseBody);
+  if (!field || field.fieldKind !== "message") throw new Error(`bad response_body in ${path}`);
+  return field;
+}
+
 function encodeResponse(route: Route, response: unknown): JsonValue {
   const bytes = route.method.definition.responseSerialize(response);
   const message = fromBinary(route.output, bytes) as unknown as Record<string, unknown>;
   const options = { useProtoFieldName: true, alwaysEmitImplicit: true, registry };
-  if (route.responseBody === "") return withNulls(route.output, toJson(route.output, message as never, options));
-  const field = route.output.fields.find((f) => f.name === route.responseBody);
-  if (!field || field.fieldKind !== "message") throw new Error(`bad response_body in ${route.method.path}`);
+  const field = route.responseField;
+  if (!field) return withNulls(route.output, toJson(route.output, message as never, options));
   const value = message[field.localName];
   return value === undefined ? null : withNulls(field.message, toJson(field.message, value as never, options));
 }
