@@ -70,11 +70,14 @@ class FaceSwapRenderer implements Renderer, FaceDetector {
   }
 
   private async workers(signal: AbortSignal): Promise<WorkerPool> {
-    // A pool that failed to start or has lost a worker is replaced.
-    const pool = await this.pool?.catch(() => undefined);
+    // A pool that failed to start or has lost a worker is replaced. Only the pool looked at is dropped:
+    // a second caller that saw the same broken pool must not drop the replacement another caller has
+    // started meanwhile (its workers would run on, unreferenced).
+    const current = this.pool;
+    const pool = await current?.catch(() => undefined);
     if (!pool || pool.broken) {
+      if (this.pool === current) this.pool = undefined;
       await pool?.close();
-      this.pool = undefined;
     }
     this.pool ??= WorkerPool.start(Math.max(1, this.options.workers), this.options.logger);
     // Loading the models takes seconds; a cancel does not wait for it (the next render will).
