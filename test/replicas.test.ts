@@ -6,7 +6,7 @@ import { createLogger } from "../src/platform/logger.js";
 import { createAccountWithKey } from "./support/accounts.js";
 import { startTestApp, type TestApp } from "./support/app.js";
 import { createTestDatabase } from "./support/database.js";
-import { failure } from "./support/expect.js";
+import { failure, until } from "./support/expect.js";
 
 // Two replicas of the service on one database, as in a scaled-out deployment. Each keeps its own
 // caches (namespaces, API keys); these tests check that no replica serves stale data after a write
@@ -251,13 +251,11 @@ describe("a change that was never announced", () => {
       await app.admin.namespaces.listNamespaces({});
       await app.app.db.updateTable("namespaces").set({ comment: "after", updated_at: new Date() }).where("name", "=", "silent").execute();
       expect((await app.admin.namespaces.getNamespace({ name: "silent" })).namespace!.comment).toBe("before");
-      const end = Date.now() + 5_000;
-      let comment: string | undefined;
-      while (Date.now() < end && comment !== "after") {
-        await new Promise((resolve) => setTimeout(resolve, 100));
-        comment = (await app.admin.namespaces.getNamespace({ name: "silent" })).namespace!.comment;
-      }
-      expect(comment).toBe("after");
+      await until(
+        async () => (await app.admin.namespaces.getNamespace({ name: "silent" })).namespace!.comment === "after",
+        5_000,
+        "the unannounced comment",
+      );
       expect(app.logs.some((l) => l.event === "namespace_cache_resync")).toBe(true);
     } finally {
       await app.stop();
