@@ -5,6 +5,7 @@ import { Worker } from "node:worker_threads";
 import { PublishEventRequest } from "../../gen/webhook/v1/webhook_service.js";
 import { createClient } from "../../src/client/index.js";
 import { signBody, verifySignature } from "../../src/webhooks/signature.js";
+import { quantile } from "./load.js";
 import { RawClient } from "./raw-client.js";
 import type { ServerProcess } from "./server-process.js";
 
@@ -321,8 +322,4 @@ async function waitForDeliveries(receiver: BenchReceiver, count: number): Promis
     }
     await sleep(5);
   }
-}
-
-function quantile(sorted: number[], q: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN;
 }
