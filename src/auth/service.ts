@@ -2,7 +2,7 @@ import { sql } from "kysely";
 import { isScope, type Authenticator, type Principal, type Scope } from "../platform/auth.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
-import type { ApiKeyRow } from "../platform/db/schema.js";
+import type { ApiKeyRow, Plan } from "../platform/db/schema.js";
 import { invalidArgument, notFound, unauthenticated, Violations } from "../platform/errors.js";
 import { isUuid } from "../platform/ids.js";
 import type { Logger } from "../platform/logger.js";
@@ -165,7 +165,7 @@ export class AuthService {
     if (!isUuid(accountId)) violations.add("account_id", "must be an account id (a UUID)");
     if (!isPlan(plan)) violations.add("plan", `must be one of ${PLANS.join(", ")}`);
     violations.throwIfAny();
-    if (!(await repo.setPlan(this.db, accountId, plan as never))) throw notFound(`account ${accountId}`, "ACCOUNT_NOT_FOUND");
+    if (!(await repo.setPlan(this.db, accountId, plan as Plan))) throw notFound(`account ${accountId}`, "ACCOUNT_NOT_FOUND");
     return this.getAccount(accountId);
   }
 
