@@ -6,13 +6,16 @@ import type { JobRow } from "../platform/db/schema.js";
 import { defineService } from "../transport/call.js";
 import type { FaceSwapService } from "./service.js";
 
+/** Magic Hour's SDK validates every response key with `.nullable()`: unset fields must read `null`. */
+const MAGIC_HOUR_JSON = { nullWhenUnset: true };
+
 /** The four faceswap.v1 services over one FaceSwapService; every one needs the `faceswap` scope. */
 export function faceSwapServices(faceSwap: FaceSwapService) {
   const project = async (row: JobRow) => toVideoProject(row, await faceSwap.downloadLinks(visibleOutputs(row)));
   return [
     defineService(FilesServiceService, "faceswap", {
       createUploadUrls: async (request, ctx) => ({ items: faceSwap.createUploadUrls(ctx.principal, request.items) }),
-    }),
+    }, MAGIC_HOUR_JSON),
     defineService(FaceSwapServiceService, "faceswap", {
       createFaceSwap: async (request, ctx) => {
         const created = await faceSwap.createFaceSwap(ctx.principal, request, ctx.signal);
@@ -22,7 +25,7 @@ export function faceSwapServices(faceSwap: FaceSwapService) {
         }
         return { id: created.id, creditsCharged: created.credits, estimatedFrameCost: created.credits };
       },
-    }),
+    }, MAGIC_HOUR_JSON),
     defineService(VideoProjectsServiceService, "faceswap", {
       getVideoProject: async (request, ctx) => ({ project: await project(await faceSwap.getProject(ctx.principal, request.id)) }),
       listVideoProjects: async (request, ctx) => {
@@ -34,7 +37,7 @@ export function faceSwapServices(faceSwap: FaceSwapService) {
         await faceSwap.deleteProject(ctx.principal, request.id);
         return {};
       },
-    }),
+    }, MAGIC_HOUR_JSON),
     defineService(FaceDetectionServiceService, "faceswap", {
       createFaceDetection: async (request, ctx) => ({
         id: await faceSwap.createFaceDetection(ctx.principal, request, ctx.signal),
@@ -51,7 +54,7 @@ export function faceSwapServices(faceSwap: FaceSwapService) {
           error: errorOf(row),
         };
       },
-    }),
+    }, MAGIC_HOUR_JSON),
   ];
 }
 

@@ -34,6 +34,11 @@ export interface ServiceImplementation<S extends ServiceDefinition = ServiceDefi
   methodScopes: Partial<Record<keyof S, Scope>>;
   /** Whether a namespace's token may call it (the handlers then confine it to its namespace). */
   acceptsNamespaceTokens: boolean;
+  /**
+   * Whether HTTP responses show unset message fields as `null` rather than leaving them out (proto3
+   * JSON), for REST clients that expect every key (Magic Hour's SDK validates with `.nullable()`).
+   */
+  nullWhenUnset: boolean;
   handlers: HandlersOf<S>;
 }
 
@@ -44,9 +49,10 @@ export function defineService<S extends ServiceDefinition>(
   {
     acceptsNamespaceTokens = false,
     methodScopes = {},
-  }: { acceptsNamespaceTokens?: boolean; methodScopes?: Partial<Record<keyof S, Scope>> } = {},
+    nullWhenUnset = false,
+  }: { acceptsNamespaceTokens?: boolean; methodScopes?: Partial<Record<keyof S, Scope>>; nullWhenUnset?: boolean } = {},
 ): ServiceImplementation {
-  return { definition, scope, handlers, acceptsNamespaceTokens, methodScopes } as unknown as ServiceImplementation;
+  return { definition, scope, handlers, acceptsNamespaceTokens, methodScopes, nullWhenUnset } as unknown as ServiceImplementation;
 }
 
 /** What a transport hands over with each call. */

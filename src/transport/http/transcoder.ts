@@ -332,20 +332,16 @@ function encodeResponse(route: Route, response: unknown): JsonValue {
   const message = fromBinary(route.output, bytes) as unknown as Record<string, unknown>;
   const options = { useProtoFieldName: true, alwaysEmitImplicit: true, registry };
   const field = route.responseField;
-  if (!field) return withNulls(route.output, toJson(route.output, message as never, options));
-  const value = message[field.localName];
-  return value === undefined ? null : withNulls(field.message, toJson(field.message, value as never, options));
+  const desc = field ? field.message : route.output;
+  const value = field ? message[field.localName] : message;
+  if (value === undefined) return null;
+  const json = toJson(desc, value as never, options);
+  return route.method.service.nullWhenUnset ? withNulls(desc, json) : json;
 }
 
-/**
- * Packages whose REST clients expect every message field present, `null` when unset: the Magic Hour
- * SDK validates face swap responses with `.nullable()` fields, which reject a missing key. The other
- * packages keep proto3 JSON, which omits unset message fields.
- */
-const NULL_WHEN_UNSET = new Set(["faceswap.v1"]);
-
+/** Unset message fields, at any depth, as `null` (see ServiceImplementation.nullWhenUnset). */
 function withNulls(desc: DescMessage, json: JsonValue): JsonValue {
-  if (!NULL_WHEN_UNSET.has(desc.file.proto.package) || !isObject(json)) return json;
+  if (!isObject(json) || desc.typeName.startsWith("google.protobuf.")) return json;
   for (const field of desc.fields) {
     const value = json[field.name];
     if (field.fieldKind === "message") {
