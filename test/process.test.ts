@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiError, Code, createClient } from "../src/client/index.js";
 import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/app.js";
 import { createTestDatabase } from "./support/database.js";
-import { freePort, ServiceProcess } from "./support/service-process.js";
+import { freePort } from "../src/platform/free-port.js";
+import { ServiceProcess } from "./support/service-process.js";
 
 
 /** Stops a PostgreSQL that a killed service left behind in dataDir (only after a failed test). */

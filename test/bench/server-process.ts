@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
-import { freePort } from "../support/service-process.js";
+import { freePort } from "../../src/platform/free-port.js";
 
 export interface ServerProcess {
   /** The server's stdout (its JSON log), kept for inspection. */
