@@ -1,8 +1,8 @@
 import type { Namespace } from "../../gen/v1/namespace.js";
-import { NamespaceServiceService, type BatchItemStatus } from "../../gen/v1/namespace_service.js";
+import { NamespaceServiceService } from "../../gen/v1/namespace_service.js";
 import type { Principal } from "../platform/auth.js";
-import { Code, type RpcError } from "../platform/errors.js";
 import { rfc3339 } from "../platform/ids.js";
+import { ITEM_OK, itemStatus } from "../platform/batch.js";
 import { pageOf } from "../platform/paging.js";
 import { defineService } from "../transport/call.js";
 import type { NamespaceRecord } from "./repository.js";
@@ -20,7 +20,7 @@ export function namespaceService(namespaces: NamespaceService) {
     batchCreateNamespaces: async (request, ctx) => ({
       results: (await namespaces.batchCreate(ctx.principal, request.namespaces)).map((result) =>
         result.ok
-          ? { namespace: view(result.value, ctx.principal, true), status: OK }
+          ? { namespace: view(result.value, ctx.principal, true), status: ITEM_OK }
           : { namespace: undefined, status: itemStatus(result.error) },
       ),
     }),
@@ -50,7 +50,7 @@ export function namespaceService(namespaces: NamespaceService) {
     batchDeleteNamespaces: async (request, ctx) => ({
       results: (await namespaces.batchDelete(ctx.principal, request.names)).map((result, i) => ({
         name: request.names[i]!,
-        status: result.ok ? OK : itemStatus(result.error),
+        status: result.ok ? ITEM_OK : itemStatus(result.error),
       })),
     }),
 
@@ -64,12 +64,6 @@ export function namespaceService(namespaces: NamespaceService) {
       token: await namespaces.rotateToken(ctx.principal, request.name),
     }),
   });
-}
-
-export const OK: BatchItemStatus = { code: Code.OK, message: "", reason: "" };
-
-export function itemStatus(error: RpcError): BatchItemStatus {
-  return { code: error.code, message: error.message, reason: error.reason };
 }
 
 /**

@@ -1,5 +1,5 @@
 import { RegistryServiceService, type Instance } from "../../gen/v1/registry_service.js";
-import { itemStatus, OK } from "../namespaces/handlers.js";
+import { ITEM_OK, itemStatus } from "../platform/batch.js";
 import { pageOf } from "../platform/paging.js";
 import { defineService } from "../transport/call.js";
 import type { InstanceRecord } from "./repository.js";
@@ -25,7 +25,7 @@ export function registryService(registry: RegistryService) {
         results: (await registry.batchHeartbeat(ctx.principal, request.heartbeats)).map((result, i) => ({
           instanceId: request.heartbeats[i]!.instanceId,
           expireTime: result.ok ? result.value : undefined,
-          status: result.ok ? OK : itemStatus(result.error),
+          status: result.ok ? ITEM_OK : itemStatus(result.error),
         })),
       }),
 
