@@ -111,7 +111,7 @@ describe("one replica", () => {
     expect(received.map((r) => r.body.event)).toEqual(["video.started", "video.completed"]);
     expect(received.every((r) => r.signatureValid && r.body.data.id === id)).toBe(true);
     expect(received[1]!.body.data).toMatchObject({ status: "complete", credits_charged: 50, frames_rendered: 50 });
-  });
+  }, 90_000);
 
   it("stops a canceled job within a second and refunds all it reserved", async () => {
     const account = await appAccount(t, 5000);
@@ -140,7 +140,7 @@ describe("one replica", () => {
     // Canceled stays canceled: the worker's late finish does not overwrite it.
     await new Promise((resolve) => setTimeout(resolve, 500));
     expect((await account.client.videoProjects.getVideoProject({ id })).project!.status).toBe("canceled");
-  });
+  }, 90_000);
 });
 
 describe("replicas", () => {
