@@ -1,4 +1,5 @@
 import { sql } from "kysely";
+import { isPlan, PLANS } from "../billing/plans.js";
 import { isScope, type Authenticator, type Principal, type Scope } from "../platform/auth.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
@@ -9,7 +10,6 @@ import type { Logger } from "../platform/logger.js";
 import { generateApiKey, hashApiKey, keyPrefix } from "./keys.js";
 import * as repo from "./repository.js";
 import type { AccountView } from "./repository.js";
-import { isPlan, PLANS } from "../faceswap/rules.js";
 
 const CHANNEL = "api_keys";
 /** A cached key is re-read at least this often, even if a change notice were lost. */

@@ -1,5 +1,3 @@
-import type { Plan } from "../platform/db/schema.js";
-
 export type UploadType = "video" | "image" | "audio";
 
 /** The extensions each upload type takes (Magic Hour's list). */
@@ -13,14 +11,6 @@ export const UPLOAD_TYPES = Object.keys(EXTENSIONS) as UploadType[];
 export const MAX_UPLOAD_ITEMS = 100;
 export const UPLOAD_URL_TTL_MS = 15 * 60 * 1000;
 export const DOWNLOAD_URL_TTL_MS = 24 * 60 * 60 * 1000;
-
-/** Output cap on the long side, per plan. */
-export const PLAN_MAX_LONG_SIDE: Record<Plan, number> = { free: 576, pro: 1080, business: 2160 };
-export const PLANS = Object.keys(PLAN_MAX_LONG_SIDE) as Plan[];
-
-export function isPlan(value: string): value is Plan {
-  return (PLANS as string[]).includes(value);
-}
 
 /** Credits are quoted at 30 frames per second of clip, whatever the source's rate. */
 export const ESTIMATE_FPS = 30;

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { CreateFaceDetectionRequest } from "../../gen/faceswap/v1/face_detection_service.js";
 import type { CreateFaceSwapRequest } from "../../gen/faceswap/v1/face_swap_service.js";
 import type { UploadItem } from "../../gen/faceswap/v1/files_service.js";
+import { PLAN_MAX_LONG_SIDE } from "../billing/plans.js";
 import type { Principal } from "../platform/auth.js";
 import type { BlobStore } from "../platform/blobs/blob-store.js";
 import type { UrlSigner } from "../platform/blobs/signed-urls.js";
@@ -25,7 +26,6 @@ import {
   MAX_FACE_MAPPINGS,
   MAX_NAME_LENGTH,
   MAX_UPLOAD_ITEMS,
-  PLAN_MAX_LONG_SIDE,
   RECOMMENDED_STYLE,
   STYLE_VERSIONS,
   UPLOAD_TYPES,
