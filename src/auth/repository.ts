@@ -1,14 +1,10 @@
 import { sql } from "kysely";
+import { creditsReserved } from "../billing/repository.js";
 import type { Db } from "../platform/db/database.js";
-import type { AccountRow, ApiKeyRow, Plan } from "../platform/db/schema.js";
+import type { AccountRow, ApiKeyRow } from "../platform/db/schema.js";
 
 /** An account with the credits its open face swap jobs hold. */
 export type AccountView = AccountRow & { credits_reserved: number };
-
-const creditsReserved = sql<number>`(
-  select coalesce(sum(j.credits_reserved), 0)::int from faceswap_jobs j
-  where j.account_id = accounts.id and j.status in ('queued', 'rendering')
-)`.as("credits_reserved");
 
 export async function insertAccount(db: Db, name: string, groupIds: string[]): Promise<AccountView> {
   const row = await db.insertInto("accounts").values({ name, group_ids: groupIds }).returningAll().executeTakeFirstOrThrow();
@@ -90,25 +86,4 @@ export async function revokeApiKey(db: Db, id: string): Promise<ApiKeyRow | unde
 export async function countApiKeys(db: Db): Promise<number> {
   const row = await db.selectFrom("api_keys").select(sql<number>`count(*)`.as("n")).executeTakeFirstOrThrow();
   return row.n;
-}
-
-export async function setPlan(db: Db, id: string, plan: Plan): Promise<boolean> {
-  const result = await db.updateTable("accounts").set({ plan }).where("id", "=", id).executeTakeFirst();
-  return result.numUpdatedRows > 0n;
-}
-
-/**
- * Adds `amount` (negative takes away) and records it in the ledger, in the caller's transaction;
- * false when the account does not exist. The balance never goes below zero.
- */
-export async function grantCredits(db: Db, id: string, amount: number, reason: string): Promise<boolean> {
-  const row = await db
-    .updateTable("accounts")
-    .set({ credit_balance: sql`greatest(credit_balance + ${amount}, 0)` })
-    .where("id", "=", id)
-    .returning("id")
-    .executeTakeFirst();
-  if (!row) return false;
-  await db.insertInto("credit_ledger").values({ account_id: id, job_id: null, kind: "grant", amount, reason }).execute();
-  return true;
 }

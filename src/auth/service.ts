@@ -1,5 +1,6 @@
 import { sql } from "kysely";
 import { isPlan, PLANS } from "../billing/plans.js";
+import * as billing from "../billing/repository.js";
 import { isScope, type Authenticator, type Principal, type Scope } from "../platform/auth.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
@@ -165,7 +166,7 @@ export class AuthService {
     if (!isUuid(accountId)) violations.add("account_id", "must be an account id (a UUID)");
     if (!isPlan(plan)) violations.add("plan", `must be one of ${PLANS.join(", ")}`);
     violations.throwIfAny();
-    if (!(await repo.setPlan(this.db, accountId, plan as Plan))) throw notFound(`account ${accountId}`, "ACCOUNT_NOT_FOUND");
+    if (!(await billing.setPlan(this.db, accountId, plan as Plan))) throw notFound(`account ${accountId}`, "ACCOUNT_NOT_FOUND");
     return this.getAccount(accountId);
   }
 
@@ -177,7 +178,7 @@ export class AuthService {
     }
     if (reason.length > MAX_NAME) violations.add("reason", `must be at most ${MAX_NAME} characters`);
     violations.throwIfAny();
-    const found = await this.db.transaction().execute((tx) => repo.grantCredits(tx, accountId, amount, reason || "granted by an admin"));
+    const found = await this.db.transaction().execute((tx) => billing.grant(tx, accountId, amount, reason || "granted by an admin"));
     if (!found) throw notFound(`account ${accountId}`, "ACCOUNT_NOT_FOUND");
     return this.getAccount(accountId);
   }

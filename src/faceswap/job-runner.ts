@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import * as billing from "../billing/repository.js";
 import type { BlobStore, LocalCopy } from "../platform/blobs/blob-store.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
@@ -12,7 +13,6 @@ import type { JobMetrics } from "./metrics.js";
 import { RenderError, type FaceDetector, type Renderer } from "./renderer.js";
 import * as repo from "./repository.js";
 import { outputKey } from "./rules.js";
-import { refund } from "./service.js";
 
 export interface JobRunnerOptions {
   /** Jobs this replica renders at once. */
@@ -201,7 +201,7 @@ export class JobRunner {
         this.workerId,
       );
       if (!row) return undefined;
-      await refund(tx, row, row.credits_reserved - charged, `rendered ${result.frames} frames`);
+      await billing.settle(tx, row, charged, `rendered ${result.frames} frames`);
       await this.events.emit(tx, row.account_id, "video.completed", eventData(row));
       return row;
     });
@@ -244,7 +244,7 @@ export class JobRunner {
         this.workerId,
       );
       if (!row) return undefined;
-      await refund(tx, row, row.credits_reserved, `failed: ${error.code}`);
+      await billing.refund(tx, row, `failed: ${error.code}`);
       if (row.type === "FACE_SWAP") await this.events.emit(tx, row.account_id, "video.errored", eventData(row));
       return row;
     });

@@ -1,4 +1,5 @@
 import { sql } from "kysely";
+import * as billing from "../billing/repository.js";
 import type { Db } from "../platform/db/database.js";
 import type { JobRow, JobSpec, JobStatus, JobType, Plan } from "../platform/db/schema.js";
 
@@ -18,40 +19,29 @@ export interface NewJob {
 }
 
 /**
- * Takes the job's credits from the account and queues the job, with its ledger entry, in one
- * statement: the account row stays locked only for that statement's commit, so creates of one
- * account do not queue behind each other's round trips. The output size is picked by the plan
- * the statement reads. Undefined when the balance falls short (nothing is written).
+ * Queues the job taking its credits from the account, in one statement (see billing's reserve). The
+ * output size is picked by the plan the statement reads. Undefined when the balance falls short
+ * (nothing is written).
  */
 export async function queueJobTakingCredits(
   db: Db,
   job: Omit<NewJob, "width" | "height"> & { sizes: Record<Plan, { width: number; height: number }> },
 ): Promise<JobRow | undefined> {
-  const size = (side: "width" | "height") =>
-    sql`case taken.plan when 'free' then ${job.sizes.free[side]}::int when 'pro' then ${job.sizes.pro[side]}::int else ${job.sizes.business[side]}::int end`;
-  const { rows } = await sql<JobRow>`
-    with taken as (
-      update accounts set credit_balance = credit_balance - ${job.credits}
-      where id = ${job.accountId} and credit_balance >= ${job.credits}
-      returning plan
-    ), job as (
-      insert into faceswap_jobs (account_id, type, name, spec, start_seconds, end_seconds, width, height, fps,
-                                 has_audio, frames_total, credits_reserved, credits_charged)
-      select ${job.accountId}, ${job.type}, ${job.name}, ${JSON.stringify(job.spec)}::jsonb, ${job.startSeconds}, ${job.endSeconds},
-             ${size("width")}, ${size("height")}, ${job.fps}, ${job.hasAudio}, ${job.framesTotal}, ${job.credits}, ${job.credits}
-      from taken
-      returning *
-    ), reserve as (
-      insert into credit_ledger (account_id, job_id, kind, amount, reason)
-      select account_id, id, 'reserve', -credits_reserved, 'face swap queued' from job
-    )
-    select * from job`.execute(db);
+  const reservation = { accountId: job.accountId, credits: job.credits, reason: "face swap queued" };
+  const { rows } = await billing
+    .reserve<JobRow>(reservation, (taken) => {
+      const size = (side: "width" | "height") =>
+        sql`case ${taken}.plan when 'free' then ${job.sizes.free[side]}::int when 'pro' then ${job.sizes.pro[side]}::int else ${job.sizes.business[side]}::int end`;
+      return sql<JobRow>`
+        insert into faceswap_jobs (account_id, type, name, spec, start_seconds, end_seconds, width, height, fps,
+                                   has_audio, frames_total, credits_reserved, credits_charged)
+        select ${job.accountId}, ${job.type}, ${job.name}, ${JSON.stringify(job.spec)}::jsonb, ${job.startSeconds}, ${job.endSeconds},
+               ${size("width")}, ${size("height")}, ${job.fps}, ${job.hasAudio}, ${job.framesTotal}, ${job.credits}, ${job.credits}
+        from ${taken}
+        returning *`;
+    })
+    .execute(db);
   return rows[0];
-}
-
-export async function creditBalance(db: Db, accountId: string): Promise<number> {
-  const row = await db.selectFrom("accounts").select("credit_balance").where("id", "=", accountId).executeTakeFirst();
-  return row?.credit_balance ?? 0;
 }
 
 export async function insertJob(db: Db, job: NewJob): Promise<JobRow> {
@@ -74,16 +64,6 @@ export async function insertJob(db: Db, job: NewJob): Promise<JobRow> {
     })
     .returningAll()
     .executeTakeFirstOrThrow();
-}
-
-export async function insertLedgerEntry(
-  db: Db,
-  entry: { accountId: string; jobId: string | null; kind: "grant" | "reserve" | "settle"; amount: number; reason: string },
-): Promise<void> {
-  await db
-    .insertInto("credit_ledger")
-    .values({ account_id: entry.accountId, job_id: entry.jobId, kind: entry.kind, amount: entry.amount, reason: entry.reason })
-    .execute();
 }
 
 export async function findJob(db: Db, accountId: string, type: JobType, id: string): Promise<JobRow | undefined> {
@@ -203,16 +183,6 @@ export async function finishJob(db: Db, id: string, outcome: Outcome, workerId?:
     .where("status", "in", ["queued", "rendering"]);
   if (workerId !== undefined) query = query.where("locked_by", "=", workerId);
   return query.returningAll().executeTakeFirst();
-}
-
-/** Gives credits back to an account (a refund, or an admin grant). */
-export async function returnCredits(db: Db, accountId: string, amount: number): Promise<void> {
-  if (amount === 0) return;
-  await db
-    .updateTable("accounts")
-    .set({ credit_balance: sql`credit_balance + ${amount}` })
-    .where("id", "=", accountId)
-    .execute();
 }
 
 /** Marks a finished job deleted; returns the output keys to remove, or undefined if it does not exist. */

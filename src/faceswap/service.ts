@@ -3,6 +3,7 @@ import type { CreateFaceDetectionRequest } from "../../gen/faceswap/v1/face_dete
 import type { CreateFaceSwapRequest } from "../../gen/faceswap/v1/face_swap_service.js";
 import type { UploadItem } from "../../gen/faceswap/v1/files_service.js";
 import { PLAN_MAX_LONG_SIDE } from "../billing/plans.js";
+import * as billing from "../billing/repository.js";
 import type { Principal } from "../platform/auth.js";
 import type { BlobStore } from "../platform/blobs/blob-store.js";
 import type { UrlSigner } from "../platform/blobs/signed-urls.js";
@@ -156,7 +157,7 @@ export class FaceSwapService {
       credits,
     });
     if (!job) {
-      const shortfall = new Shortfall(credits, await repo.creditBalance(this.db, accountId));
+      const shortfall = new Shortfall(credits, await billing.balance(this.db, accountId));
       await this.reportShortfall(accountId, shortfall);
       throw shortfall.toRpcError();
     }
@@ -190,7 +191,7 @@ export class FaceSwapService {
     }
     const canceled = await this.db.transaction().execute(async (tx) => {
       const row = await repo.finishJob(tx, job.id, { status: "canceled", framesRendered: job.frames_rendered, creditsCharged: 0 });
-      if (row) await refund(tx, row, row.credits_reserved, "canceled");
+      if (row) await billing.refund(tx, row, "canceled");
       return row;
     });
     // It finished in the meantime: report what it is now.
@@ -272,12 +273,6 @@ export class FaceSwapService {
     });
     this.events.wake();
   }
-}
-
-/** Gives a finished job's unused credits back and records it; the ledger's unique index makes it once per job. */
-export async function refund(db: Db, job: JobRow, amount: number, reason: string): Promise<void> {
-  await repo.returnCredits(db, job.account_id, amount);
-  await repo.insertLedgerEntry(db, { accountId: job.account_id, jobId: job.id, kind: "settle", amount, reason });
 }
 
 const DEPRECATED_SIZE = "width and height are deprecated and ignored: the output size follows the video and the account's plan";
