@@ -2,7 +2,7 @@ import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { Logger } from "../platform/logger.js";
 import { Periodic } from "../platform/periodic.js";
-import { loadNamespaces, registryFingerprint, type NamespaceRecord, type RegistryFingerprint } from "./repository.js";
+import { loadNamespaces, registryFingerprint, type NamespaceView, type RegistryFingerprint } from "./repository.js";
 
 /** How long a mismatch may be explained by notices still on their way before the cache is dropped. */
 const SETTLE_MS = 1_000;
@@ -17,13 +17,13 @@ export const NAMESPACES_CHANNEL = "namespaces";
  * cache also compares its totals with the database's now and then and drops itself on a mismatch.
  */
 export class NamespaceCache {
-  private readonly byName = new Map<string, NamespaceRecord>();
+  private readonly byName = new Map<string, NamespaceView>();
   /** Names changed since the full load; re-read before the next List. */
   private readonly stale = new Set<string>();
   private complete = false;
   private epoch = 0;
-  private sorted: NamespaceRecord[] | undefined;
-  private readonly byToken = new Map<string, NamespaceRecord>();
+  private sorted: NamespaceView[] | undefined;
+  private readonly byToken = new Map<string, NamespaceView>();
 
   private readonly checks: Periodic;
 
@@ -84,7 +84,7 @@ export class NamespaceCache {
     this.complete = false;
   }
 
-  async get(name: string): Promise<NamespaceRecord | undefined> {
+  async get(name: string): Promise<NamespaceView | undefined> {
     const hit = this.byName.get(name);
     if (hit) return hit;
     if (this.complete && !this.stale.has(name)) return undefined;
@@ -98,14 +98,14 @@ export class NamespaceCache {
   }
 
   /** The namespace whose token this is. */
-  async findByToken(token: string): Promise<NamespaceRecord | undefined> {
+  async findByToken(token: string): Promise<NamespaceView | undefined> {
     // Only a complete cache without stale entries can answer "no such token".
     if (!this.complete || this.stale.size > 0) await this.list();
     return this.byToken.get(token);
   }
 
   /** All namespaces, newest modification first (ties by name). */
-  async list(): Promise<NamespaceRecord[]> {
+  async list(): Promise<NamespaceView[]> {
     for (let attempt = 0; attempt < 4; attempt++) {
       if (this.complete && this.stale.size === 0) return (this.sorted ??= sortByMtime([...this.byName.values()]));
       const epoch = this.epoch;
@@ -125,7 +125,7 @@ export class NamespaceCache {
     return sortByMtime(await loadNamespaces(this.db));
   }
 
-  private store(record: NamespaceRecord): void {
+  private store(record: NamespaceView): void {
     this.drop(record.name);
     this.byName.set(record.name, record);
     this.byToken.set(record.token, record);
@@ -141,20 +141,20 @@ export class NamespaceCache {
   }
 }
 
-function sortByMtime(records: NamespaceRecord[]): NamespaceRecord[] {
+function sortByMtime(records: NamespaceView[]): NamespaceView[] {
   return records.sort(
-    (a, b) => b.updatedAt.getTime() - a.updatedAt.getTime() || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0),
+    (a, b) => b.updated_at.getTime() - a.updated_at.getTime() || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0),
   );
 }
 
-function fingerprintOf(records: NamespaceRecord[]): RegistryFingerprint {
-  const sum = (pick: (r: NamespaceRecord) => number) => records.reduce((total, r) => total + pick(r), 0);
+function fingerprintOf(records: NamespaceView[]): RegistryFingerprint {
+  const sum = (pick: (r: NamespaceView) => number) => records.reduce((total, r) => total + pick(r), 0);
   return {
     namespaces: records.length,
-    newestUpdate: Math.max(0, ...records.map((r) => r.updatedAt.getTime())),
-    services: sum((r) => r.serviceCount),
-    instances: sum((r) => r.instanceCount),
-    healthyInstances: sum((r) => r.healthyInstanceCount),
+    newestUpdate: Math.max(0, ...records.map((r) => r.updated_at.getTime())),
+    services: sum((r) => r.service_count),
+    instances: sum((r) => r.instance_count),
+    healthyInstances: sum((r) => r.healthy_instance_count),
   };
 }
 

@@ -5,12 +5,12 @@ import { rfc3339 } from "../platform/ids.js";
 import { ITEM_OK, itemStatus } from "../platform/batch.js";
 import { pageOf } from "../platform/paging.js";
 import { defineService } from "../transport/call.js";
-import type { NamespaceRecord } from "./repository.js";
+import type { NamespaceView } from "./repository.js";
 import type { NamespaceService } from "./service.js";
 
 export function namespaceService(namespaces: NamespaceService) {
-  const view = (record: NamespaceRecord, principal: Principal, withToken = false) =>
-    toNamespace(record, namespaces.canEdit(principal, record), withToken);
+  const view = (row: NamespaceView, principal: Principal, withToken = false) =>
+    toNamespace(row, namespaces.canEdit(principal, row), withToken);
 
   return defineService(NamespaceServiceService, "namespaces", {
     createNamespace: async (request, ctx) => ({
@@ -31,8 +31,8 @@ export function namespaceService(namespaces: NamespaceService) {
 
     listNamespaces: async (request, ctx) => {
       const { offset, limit } = pageOf(request, { defaultLimit: 100, maxLimit: 100 });
-      const { amount, records } = await namespaces.list({ names: request.name, owners: request.owner, offset, limit });
-      return { amount, namespaces: records.map((r) => view(r, ctx.principal)) };
+      const { amount, rows } = await namespaces.list({ names: request.name, owners: request.owner, offset, limit });
+      return { amount, namespaces: rows.map((r) => view(r, ctx.principal)) };
     },
 
     updateNamespace: async (request, ctx) => ({
@@ -70,26 +70,26 @@ export function namespaceService(namespaces: NamespaceService) {
  * The wire form. Grants (user_ids, group_ids) and their removals are write-only; the token is only
  * returned by create and the token methods.
  */
-function toNamespace(record: NamespaceRecord, editable: boolean, withToken: boolean): Namespace {
+function toNamespace(row: NamespaceView, editable: boolean, withToken: boolean): Namespace {
   return {
-    name: record.name,
-    comment: record.comment ?? undefined,
-    owners: record.owners,
-    token: withToken ? record.token : undefined,
-    ctime: rfc3339(record.createdAt),
-    mtime: rfc3339(record.updatedAt),
-    totalServiceCount: record.serviceCount,
-    totalHealthInstanceCount: record.healthyInstanceCount,
-    totalInstanceCount: record.instanceCount,
+    name: row.name,
+    comment: row.comment ?? undefined,
+    owners: row.owners,
+    token: withToken ? row.token : undefined,
+    ctime: rfc3339(row.created_at),
+    mtime: rfc3339(row.updated_at),
+    totalServiceCount: row.service_count,
+    totalHealthInstanceCount: row.healthy_instance_count,
+    totalInstanceCount: row.instance_count,
     userIds: [],
     groupIds: [],
-    id: record.id,
+    id: row.id,
     removeUserIds: [],
     removeGroupIds: [],
     editable,
-    serviceExportTo: record.serviceExportTo,
-    metadata: record.metadata,
-    syncToGlobalRegistry: record.syncToGlobalRegistry,
+    serviceExportTo: row.service_export_to,
+    metadata: row.metadata,
+    syncToGlobalRegistry: row.sync_to_global_registry,
     deleteable: editable,
   };
 }

@@ -2,28 +2,17 @@ import { sql } from "kysely";
 import type { Db } from "../platform/db/database.js";
 import type { NamespaceRow } from "../platform/db/schema.js";
 
-/** A namespace as stored, with its grants and the live counts of its services and instances. */
-export interface NamespaceRecord {
-  id: string;
-  name: string;
-  comment: string | null;
-  owners: string;
-  token: string;
-  serviceExportTo: string[];
-  metadata: Record<string, string>;
-  syncToGlobalRegistry: boolean;
-  createdBy: string | null;
-  createdAt: Date;
-  updatedAt: Date;
-  grantedUsers: string[];
-  grantedGroups: string[];
-  serviceCount: number;
-  instanceCount: number;
-  healthyInstanceCount: number;
-}
+/** A namespace row with its grants and the live counts of its services and instances. */
+export type NamespaceView = NamespaceRow & {
+  granted_users: string[];
+  granted_groups: string[];
+  service_count: number;
+  instance_count: number;
+  healthy_instance_count: number;
+};
 
 /** Loads namespaces (all of them, or those named) with grants and counts, in one query. */
-export async function loadNamespaces(db: Db, names?: string[]): Promise<NamespaceRecord[]> {
+export async function loadNamespaces(db: Db, names?: string[]): Promise<NamespaceView[]> {
   let query = db
     .selectFrom("namespaces as n")
     .selectAll("n")
@@ -42,32 +31,7 @@ export async function loadNamespaces(db: Db, names?: string[]): Promise<Namespac
     if (names.length === 0) return [];
     query = query.where("n.name", "in", names);
   }
-  const rows = await query.execute();
-  return rows.map((row) => ({
-    ...recordOf(row),
-    grantedUsers: row.granted_users,
-    grantedGroups: row.granted_groups,
-    serviceCount: row.service_count,
-    instanceCount: row.instance_count,
-    healthyInstanceCount: row.healthy_instance_count,
-  }));
-}
-
-/** The stored fields of a namespace row, as a record has them. */
-export function recordOf(row: NamespaceRow) {
-  return {
-    id: row.id,
-    name: row.name,
-    comment: row.comment,
-    owners: row.owners,
-    token: row.token,
-    serviceExportTo: row.service_export_to,
-    metadata: row.metadata,
-    syncToGlobalRegistry: row.sync_to_global_registry,
-    createdBy: row.created_by,
-    createdAt: row.created_at,
-    updatedAt: row.updated_at,
-  };
+  return query.execute();
 }
 
 /** Totals that change whenever anything a cached namespace shows changes. */
@@ -88,10 +52,16 @@ export async function registryFingerprint(db: Db): Promise<RegistryFingerprint> 
   return { namespaces: row.n, newestUpdate: row.m?.getTime() ?? 0, services: row.s, instances: row.i, healthyInstances: row.h };
 }
 
-export type NewNamespace = Pick<
-  NamespaceRecord,
-  "name" | "comment" | "owners" | "token" | "serviceExportTo" | "metadata" | "syncToGlobalRegistry" | "createdBy"
->;
+export interface NewNamespace {
+  name: string;
+  comment: string | null;
+  owners: string;
+  token: string;
+  serviceExportTo: string[];
+  metadata: Record<string, string>;
+  syncToGlobalRegistry: boolean;
+  createdBy: string | null;
+}
 
 /**
  * Inserts a namespace and its grants in one statement (so atomically, in one round trip);

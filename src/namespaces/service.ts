@@ -16,7 +16,7 @@ import {
 } from "../platform/errors.js";
 import { NAMESPACES_CHANNEL, type NamespaceCache } from "./cache.js";
 import * as repo from "./repository.js";
-import type { NamespaceRecord } from "./repository.js";
+import type { NamespaceView } from "./repository.js";
 import {
   checkName,
   checkWritableFields,
@@ -47,12 +47,12 @@ export class NamespaceService {
   ) {}
 
   /** Admins, owners, and granted users or groups may edit and delete a namespace. */
-  canEdit(principal: Principal, ns: Pick<NamespaceRecord, "owners" | "grantedUsers" | "grantedGroups">): boolean {
+  canEdit(principal: Principal, ns: Pick<NamespaceView, "owners" | "granted_users" | "granted_groups">): boolean {
     return (
       isAdmin(principal) ||
       ownersOf(ns.owners).includes(principal.accountId) ||
-      ns.grantedUsers.includes(principal.accountId) ||
-      ns.grantedGroups.some((g) => principal.groupIds.includes(g))
+      ns.granted_users.includes(principal.accountId) ||
+      ns.granted_groups.some((g) => principal.groupIds.includes(g))
     );
   }
 
@@ -63,7 +63,7 @@ export class NamespaceService {
     return { accountId: "", keyId: "", scopes: new Set(), groupIds: [], namespace: record.name };
   }
 
-  async create(principal: Principal, ns: Namespace | undefined, at = "namespace"): Promise<NamespaceRecord> {
+  async create(principal: Principal, ns: Namespace | undefined, at = "namespace"): Promise<NamespaceView> {
     const violations = new Violations();
     if (!ns) {
       violations.add(at, "is required");
@@ -95,25 +95,25 @@ export class NamespaceService {
     await this.announce(name);
     // Nothing can be registered in a namespace that did not exist a moment ago: counts are 0.
     return {
-      ...repo.recordOf(row),
-      grantedUsers: grants.users,
-      grantedGroups: grants.groups,
-      serviceCount: 0,
-      instanceCount: 0,
-      healthyInstanceCount: 0,
+      ...row,
+      granted_users: grants.users,
+      granted_groups: grants.groups,
+      service_count: 0,
+      instance_count: 0,
+      healthy_instance_count: 0,
     };
   }
 
-  async batchCreate(principal: Principal, list: Namespace[]): Promise<BatchResult<NamespaceRecord>[]> {
+  async batchCreate(principal: Principal, list: Namespace[]): Promise<BatchResult<NamespaceView>[]> {
     checkBatchSize(list.length, "namespaces", MAX_BATCH);
-    const results: BatchResult<NamespaceRecord>[] = [];
+    const results: BatchResult<NamespaceView>[] = [];
     for (const [i, ns] of list.entries()) {
       results.push(await settle(() => this.create(principal, ns, `namespaces[${i}]`)));
     }
     return results;
   }
 
-  async get(name: string): Promise<NamespaceRecord> {
+  async get(name: string): Promise<NamespaceView> {
     const violations = new Violations();
     checkName(violations, "name", name);
     violations.throwIfAny();
@@ -122,7 +122,7 @@ export class NamespaceService {
     return record;
   }
 
-  async list(filters: ListFilters): Promise<{ amount: number; records: NamespaceRecord[] }> {
+  async list(filters: ListFilters): Promise<{ amount: number; rows: NamespaceView[] }> {
     const violations = new Violations();
     for (const [field, values] of [
       ["name", filters.names],
@@ -136,18 +136,18 @@ export class NamespaceService {
 
     const nameMatchers = filters.names.filter((n) => n !== "").map(wildcardMatcher);
     const ownerMatchers = filters.owners.filter((o) => o !== "").map(wildcardMatcher);
-    let records = await this.cache.list();
+    let rows = await this.cache.list();
     if (nameMatchers.length > 0 || ownerMatchers.length > 0) {
-      records = records.filter(
+      rows = rows.filter(
         (r) =>
           (nameMatchers.length === 0 || nameMatchers.some((m) => m(r.name))) &&
           (ownerMatchers.length === 0 || ownersOf(r.owners).some((o) => ownerMatchers.some((m) => m(o)))),
       );
     }
-    return { amount: records.length, records: records.slice(filters.offset, filters.offset + filters.limit) };
+    return { amount: rows.length, rows: rows.slice(filters.offset, filters.offset + filters.limit) };
   }
 
-  async update(principal: Principal, ns: Namespace | undefined, mask: string[]): Promise<NamespaceRecord> {
+  async update(principal: Principal, ns: Namespace | undefined, mask: string[]): Promise<NamespaceView> {
     const violations = new Violations();
     if (!ns) {
       violations.add("namespace", "is required");
@@ -244,7 +244,7 @@ export class NamespaceService {
     const row = await repo.lockNamespace(tx, name);
     if (!row) return undefined;
     const grants = await repo.grantsOf(tx, row.id);
-    if (!this.canEdit(principal, { owners: row.owners, grantedUsers: grants.users, grantedGroups: grants.groups })) {
+    if (!this.canEdit(principal, { owners: row.owners, granted_users: grants.users, granted_groups: grants.groups })) {
       throw permissionDenied(`you may not ${action} namespace "${name}"`, reason);
     }
     return row;
@@ -256,7 +256,7 @@ export class NamespaceService {
     await this.notifications.publish(NAMESPACES_CHANNEL, name);
   }
 
-  private async afterWrite(name: string): Promise<NamespaceRecord> {
+  private async afterWrite(name: string): Promise<NamespaceView> {
     await this.announce(name);
     const record = await this.cache.get(name);
     if (!record) throw notFound(`namespace "${name}"`, "NAMESPACE_NOT_FOUND");

@@ -2,7 +2,7 @@ import { RegistryServiceService, type Instance } from "../../gen/v1/registry_ser
 import { ITEM_OK, itemStatus } from "../platform/batch.js";
 import { pageOf } from "../platform/paging.js";
 import { defineService } from "../transport/call.js";
-import type { InstanceRecord } from "./repository.js";
+import type { InstanceView } from "./repository.js";
 import type { RegistryService } from "./service.js";
 
 export function registryService(registry: RegistryService) {
@@ -35,15 +35,15 @@ export function registryService(registry: RegistryService) {
 
       listServices: async (request, ctx) => {
         const { offset, limit } = pageOf(request, { defaultLimit: 100, maxLimit: 1000 });
-        const { amount, services } = await registry.listServices(ctx.principal, request.namespace, offset, limit);
+        const { amount, rows } = await registry.listServices(ctx.principal, request.namespace, offset, limit);
         return {
           amount,
-          services: services.map((s) => ({
+          services: rows.map((s) => ({
             namespace: request.namespace,
             name: s.name,
-            instanceCount: s.instanceCount,
-            healthyInstanceCount: s.healthyInstanceCount,
-            createTime: s.createdAt,
+            instanceCount: s.instance_count,
+            healthyInstanceCount: s.healthy_instance_count,
+            createTime: s.created_at,
           })),
         };
       },
@@ -61,7 +61,7 @@ export function registryService(registry: RegistryService) {
   );
 }
 
-function toInstance(namespace: string, row: InstanceRecord): Instance {
+function toInstance(namespace: string, row: InstanceView): Instance {
   return {
     id: row.id,
     namespace,

@@ -1,17 +1,12 @@
 import { sql } from "kysely";
 import type { Db } from "../platform/db/database.js";
-import type { InstanceRow } from "../platform/db/schema.js";
+import type { InstanceRow, ServiceRow } from "../platform/db/schema.js";
 
-export interface ServiceSummary {
-  name: string;
-  createdAt: Date;
-  instanceCount: number;
-  healthyInstanceCount: number;
-}
+/** A service as listed: its name and creation time with the live counts of its instances. */
+export type ServiceView = Pick<ServiceRow, "name" | "created_at"> & { instance_count: number; healthy_instance_count: number };
 
-export interface InstanceRecord extends InstanceRow {
-  service_name: string;
-}
+/** An instance row with the name of its service. */
+export type InstanceView = InstanceRow & { service_name: string };
 
 /** The namespace's id, share-locked for the transaction so it cannot be deleted underneath. */
 export async function lockNamespaceShared(db: Db, name: string): Promise<string | undefined> {
@@ -88,7 +83,7 @@ export async function findInstance(
   namespaceId: string,
   service: string,
   instanceId: string,
-): Promise<InstanceRecord | undefined> {
+): Promise<InstanceView | undefined> {
   return instancesIn(db, namespaceId).where("s.name", "=", service).where("i.id", "=", instanceId).executeTakeFirst();
 }
 
@@ -97,7 +92,7 @@ export async function listInstances(
   namespaceId: string,
   service: string,
   healthyOnly: boolean,
-): Promise<InstanceRecord[]> {
+): Promise<InstanceView[]> {
   let query = instancesIn(db, namespaceId).where("s.name", "=", service);
   if (healthyOnly) query = query.where("i.healthy", "=", true).where("i.isolate", "=", false);
   return query.orderBy("i.host").orderBy("i.port").execute();
@@ -138,7 +133,7 @@ export async function listServices(
   namespaceId: string,
   offset: number,
   limit: number,
-): Promise<{ amount: number; services: ServiceSummary[] }> {
+): Promise<{ amount: number; rows: ServiceView[] }> {
   const [rows, count] = await Promise.all([
     db
       .selectFrom("services as s")
@@ -147,7 +142,7 @@ export async function listServices(
         "s.created_at",
         sql<number>`(select count(*) from instances i where i.service_id = s.id)`.as("instance_count"),
         sql<number>`(select count(*) from instances i where i.service_id = s.id and i.healthy and not i.isolate)`.as(
-          "healthy_count",
+          "healthy_instance_count",
         ),
       ])
       .where("s.namespace_id", "=", namespaceId)
@@ -161,15 +156,7 @@ export async function listServices(
       .where("namespace_id", "=", namespaceId)
       .executeTakeFirstOrThrow(),
   ]);
-  return {
-    amount: count.n,
-    services: rows.map((r) => ({
-      name: r.name,
-      createdAt: r.created_at,
-      instanceCount: r.instance_count,
-      healthyInstanceCount: r.healthy_count,
-    })),
-  };
+  return { amount: count.n, rows };
 }
 
 /** Deletes the service and (by cascade) its instances; false when there was no such service. */

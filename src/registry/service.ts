@@ -16,7 +16,7 @@ import { NAMESPACES_CHANNEL, type NamespaceCache } from "../namespaces/cache.js"
 import { checkMetadata, checkName } from "../namespaces/rules.js";
 import type { HeartbeatBatcher } from "./heartbeats.js";
 import * as repo from "./repository.js";
-import type { InstanceRecord, ServiceSummary } from "./repository.js";
+import type { InstanceView, ServiceView } from "./repository.js";
 
 const SERVICE_PATTERN = /^[0-9A-Za-z\-./:_]+$/;
 const MAX_SERVICE = 128;
@@ -41,7 +41,7 @@ export class RegistryService {
     private readonly heartbeats: HeartbeatBatcher,
   ) {}
 
-  async register(principal: Principal, request: RegisterInstanceRequest): Promise<InstanceRecord> {
+  async register(principal: Principal, request: RegisterInstanceRequest): Promise<InstanceView> {
     const violations = new Violations();
     checkName(violations, "namespace", request.namespace);
     checkServiceName(violations, request.service);
@@ -93,7 +93,7 @@ export class RegistryService {
     return Promise.all(heartbeats.map((h, i) => settle(() => this.heartbeat(principal, h, `heartbeats[${i}].`))));
   }
 
-  async update(principal: Principal, request: UpdateInstanceRequest): Promise<InstanceRecord> {
+  async update(principal: Principal, request: UpdateInstanceRequest): Promise<InstanceView> {
     checkInstanceAddress(request);
     const violations = new Violations();
     const mask = request.updateMask ?? [];
@@ -127,7 +127,7 @@ export class RegistryService {
     namespace: string,
     offset: number,
     limit: number,
-  ): Promise<{ amount: number; services: ServiceSummary[] }> {
+  ): Promise<{ amount: number; rows: ServiceView[] }> {
     const violations = new Violations();
     checkName(violations, "namespace", namespace);
     violations.throwIfAny();
@@ -135,7 +135,7 @@ export class RegistryService {
     return repo.listServices(this.db, namespaceId, offset, limit);
   }
 
-  async listInstances(principal: Principal, request: ListInstancesRequest): Promise<InstanceRecord[]> {
+  async listInstances(principal: Principal, request: ListInstancesRequest): Promise<InstanceView[]> {
     const violations = new Violations();
     checkName(violations, "namespace", request.namespace);
     checkServiceName(violations, request.service);
@@ -179,7 +179,7 @@ export class RegistryService {
     tx: Db,
     namespaceId: string,
     request: { namespace: string; service: string; instanceId: string },
-  ): Promise<InstanceRecord> {
+  ): Promise<InstanceView> {
     const instance = isUuid(request.instanceId)
       ? await repo.findInstance(tx, namespaceId, request.service, request.instanceId)
       : undefined;
@@ -208,8 +208,8 @@ export class RegistryService {
     if (
       reader !== undefined &&
       reader !== namespace &&
-      !record.serviceExportTo.includes("*") &&
-      !record.serviceExportTo.includes(reader)
+      !record.service_export_to.includes("*") &&
+      !record.service_export_to.includes(reader)
     ) {
       throw permissionDenied(`namespace "${namespace}" does not export its services to "${reader}"`, "NOT_EXPORTED");
     }
