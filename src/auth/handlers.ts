@@ -3,7 +3,6 @@ import { AccountServiceService } from "../../gen/auth/v1/account_service.js";
 import { AdminServiceService, type ApiKey } from "../../gen/auth/v1/admin_service.js";
 import type { ApiKeyRow } from "../platform/db/schema.js";
 import { defineService } from "../transport/call.js";
-import { pageOf } from "../platform/paging.js";
 import type { AccountView } from "./repository.js";
 import type { AuthService } from "./service.js";
 
@@ -12,8 +11,7 @@ export function adminService(auth: AuthService) {
     createAccount: async (request) => ({ account: toAccount(await auth.createAccount(request.name, request.groupIds)) }),
 
     listAccounts: async (request) => {
-      const { offset, limit } = pageOf(request, { defaultLimit: 100, maxLimit: 1000 });
-      const { amount, rows } = await auth.listAccounts(offset, limit);
+      const { amount, rows } = await auth.listAccounts(request);
       return { amount, accounts: rows.map(toAccount) };
     },
 

@@ -8,6 +8,7 @@ import type { ApiKeyRow, Plan } from "../platform/db/schema.js";
 import { invalidArgument, notFound, unauthenticated, Violations } from "../platform/errors.js";
 import { isUuid } from "../platform/ids.js";
 import type { Logger } from "../platform/logger.js";
+import { pageOf } from "../platform/paging.js";
 import { generateApiKey, hashApiKey, keyPrefix } from "./keys.js";
 import * as repo from "./repository.js";
 import type { AccountView } from "./repository.js";
@@ -18,6 +19,7 @@ const CACHE_TTL_MS = 60_000;
 const MAX_NAME = 200;
 const MAX_GROUPS = 100;
 const MAX_GRANT = 1_000_000_000;
+const ACCOUNT_PAGES = { defaultSize: 100, maxSize: 1000 };
 
 interface CachedKey {
   principal: Principal;
@@ -120,7 +122,8 @@ export class AuthService {
     return repo.insertAccount(this.db, name.trim(), [...new Set(groupIds)]);
   }
 
-  listAccounts(offset: number, limit: number) {
+  listAccounts(page: { offset: number; limit: number }) {
+    const { offset, limit } = pageOf(page, ACCOUNT_PAGES);
     return repo.listAccounts(this.db, offset, limit);
   }
 

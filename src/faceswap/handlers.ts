@@ -29,7 +29,7 @@ export function faceSwapServices(faceSwap: FaceSwapService) {
     defineService(VideoProjectsServiceService, "faceswap", {
       getVideoProject: async (request, ctx) => ({ project: await project(await faceSwap.getProject(ctx.principal, request.id)) }),
       listVideoProjects: async (request, ctx) => {
-        const page = await faceSwap.listProjects(ctx.principal, request.pageSize, request.pageToken);
+        const page = await faceSwap.listProjects(ctx.principal, request);
         return { projects: await Promise.all(page.rows.map(project)), nextPageToken: page.nextPageToken };
       },
       cancelVideoProject: async (request, ctx) => ({ project: await project(await faceSwap.cancelProject(ctx.principal, request.id)) }),

@@ -13,6 +13,7 @@ import type { JobRow, JobSpec } from "../platform/db/schema.js";
 import { Code, failedPrecondition, invalidArgument, notFound, RpcError, Violations } from "../platform/errors.js";
 import { isUuid } from "../platform/ids.js";
 import { outputSize } from "../platform/media/ffmpeg.js";
+import { keysetPage, keysetResult } from "../platform/paging.js";
 import type { EventSink } from "./events.js";
 import type { JobMetrics } from "./metrics.js";
 import * as repo from "./repository.js";
@@ -54,8 +55,7 @@ export interface CreatedJob {
   deprecationWarning?: string;
 }
 
-const DEFAULT_PAGE_SIZE = 20;
-const MAX_PAGE_SIZE = 100;
+const PROJECT_PAGES = { defaultSize: 20, maxSize: 100 };
 const DEFAULT_CONFIDENCE = 0.5;
 
 /** The face swap rules: uploads, job creation with credit reservation, and the account's projects. */
@@ -169,17 +169,12 @@ export class FaceSwapService {
     return this.findJob(principal, "FACE_SWAP", id);
   }
 
-  async listProjects(principal: Principal, pageSize: number, pageToken: string): Promise<{ rows: JobRow[]; nextPageToken: string }> {
+  async listProjects(principal: Principal, request: { pageSize: number; pageToken: string }): Promise<{ rows: JobRow[]; nextPageToken: string }> {
     const violations = new Violations();
-    if (pageSize < 0) violations.add("page_size", "must not be negative");
-    const after = pageToken === "" ? undefined : decodeCursor(pageToken);
-    if (after === null) violations.add("page_token", "is not a token from a previous response");
+    const { limit, after } = keysetPage(violations, request, PROJECT_PAGES, parseJobCursor);
     violations.throwIfAny();
-    const limit = Math.min(pageSize || DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE);
-    const rows = await repo.listJobs(this.db, principal.accountId, "FACE_SWAP", after ?? undefined, limit + 1);
-    const page = rows.slice(0, limit);
-    const last = page.at(-1);
-    return { rows: page, nextPageToken: rows.length > limit && last ? encodeCursor(last) : "" };
+    const rows = await repo.listJobs(this.db, principal.accountId, "FACE_SWAP", after, limit + 1);
+    return keysetResult(rows, limit, (row) => [row.created_us, row.id]);
   }
 
   /** Cancels an open project and refunds everything it reserved, in one transaction. */
@@ -379,16 +374,9 @@ function invalid(field: string, description: string): RpcError {
   return invalidArgument([{ field, description }]);
 }
 
-function encodeCursor(row: { created_us: number; id: string }): string {
-  return Buffer.from(JSON.stringify([row.created_us, row.id])).toString("base64url");
-}
-
-/** The cursor, or null when the token is not one of ours. */
-function decodeCursor(token: string): repo.JobCursor | null {
-  try {
-    const [createdUs, id] = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as [unknown, unknown];
-    return Number.isSafeInteger(createdUs) && typeof id === "string" && isUuid(id) ? { createdUs: createdUs as number, id } : null;
-  } catch {
-    return null;
-  }
+/** A page token holds the last project's [created_us, id]. */
+function parseJobCursor(value: unknown): repo.JobCursor | undefined {
+  if (!Array.isArray(value)) return undefined;
+  const [createdUs, id] = value as unknown[];
+  return Number.isSafeInteger(createdUs) && typeof id === "string" && isUuid(id) ? { createdUs: createdUs as number, id } : undefined;
 }

@@ -3,7 +3,6 @@ import { NamespaceServiceService } from "../../gen/v1/namespace_service.js";
 import type { Principal } from "../platform/auth.js";
 import { rfc3339 } from "../platform/ids.js";
 import { ITEM_OK, itemStatus } from "../platform/batch.js";
-import { pageOf } from "../platform/paging.js";
 import { defineService } from "../transport/call.js";
 import type { NamespaceView } from "./repository.js";
 import type { NamespaceService } from "./service.js";
@@ -30,8 +29,7 @@ export function namespaceService(namespaces: NamespaceService) {
     }),
 
     listNamespaces: async (request, ctx) => {
-      const { offset, limit } = pageOf(request, { defaultLimit: 100, maxLimit: 100 });
-      const { amount, rows } = await namespaces.list({ names: request.name, owners: request.owner, offset, limit });
+      const { amount, rows } = await namespaces.list({ names: request.name, owners: request.owner, offset: request.offset, limit: request.limit });
       return { amount, namespaces: rows.map((r) => view(r, ctx.principal)) };
     },
 

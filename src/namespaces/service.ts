@@ -5,6 +5,7 @@ import { checkBatchSize, settle, type BatchResult } from "../platform/batch.js";
 import type { Db } from "../platform/db/database.js";
 import type { NamespaceRow } from "../platform/db/schema.js";
 import type { Notifications } from "../platform/db/notifications.js";
+import { pageOf } from "../platform/paging.js";
 import {
   alreadyExists,
   failedPrecondition,
@@ -30,7 +31,9 @@ import {
 
 export const MAX_BATCH = 100;
 const MAX_FILTER = 1024;
+const NAMESPACE_PAGES = { defaultSize: 100, maxSize: 100 };
 
+/** The request's filters and its offset and limit as sent (the service applies the page's defaults). */
 export interface ListFilters {
   names: string[];
   owners: string[];
@@ -144,7 +147,8 @@ export class NamespaceService {
           (ownerMatchers.length === 0 || ownersOf(r.owners).some((o) => ownerMatchers.some((m) => m(o)))),
       );
     }
-    return { amount: rows.length, rows: rows.slice(filters.offset, filters.offset + filters.limit) };
+    const { offset, limit } = pageOf(filters, NAMESPACE_PAGES);
+    return { amount: rows.length, rows: rows.slice(offset, offset + limit) };
   }
 
   async update(principal: Principal, ns: Namespace | undefined, mask: string[]): Promise<NamespaceView> {

@@ -1,6 +1,5 @@
 import { RegistryServiceService, type Instance } from "../../gen/v1/registry_service.js";
 import { ITEM_OK, itemStatus } from "../platform/batch.js";
-import { pageOf } from "../platform/paging.js";
 import { defineService } from "../transport/call.js";
 import type { InstanceView } from "./repository.js";
 import type { RegistryService } from "./service.js";
@@ -34,8 +33,7 @@ export function registryService(registry: RegistryService) {
       }),
 
       listServices: async (request, ctx) => {
-        const { offset, limit } = pageOf(request, { defaultLimit: 100, maxLimit: 1000 });
-        const { amount, rows } = await registry.listServices(ctx.principal, request.namespace, offset, limit);
+        const { amount, rows } = await registry.listServices(ctx.principal, request.namespace, request);
         return {
           amount,
           services: rows.map((s) => ({

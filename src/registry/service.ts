@@ -12,6 +12,7 @@ import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import { Code, notFound, permissionDenied, RpcError, Violations } from "../platform/errors.js";
 import { isUuid } from "../platform/ids.js";
+import { pageOf } from "../platform/paging.js";
 import { NAMESPACES_CHANNEL, type NamespaceCache } from "../namespaces/cache.js";
 import { checkMetadata, checkName } from "../namespaces/rules.js";
 import type { HeartbeatBatcher } from "./heartbeats.js";
@@ -28,6 +29,7 @@ const DEFAULT_TTL_SECONDS = 5;
 const MAX_TTL_SECONDS = 3_600;
 const UPDATABLE = ["weight", "metadata", "isolate"] as const;
 const MAX_HEARTBEATS_PER_CALL = 1_000;
+const SERVICE_PAGES = { defaultSize: 100, maxSize: 1000 };
 
 /**
  * Services and instances. Writes that change a namespace's counts notify the namespace cache on
@@ -125,13 +127,13 @@ export class RegistryService {
   async listServices(
     principal: Principal,
     namespace: string,
-    offset: number,
-    limit: number,
+    page: { offset: number; limit: number },
   ): Promise<{ amount: number; rows: ServiceView[] }> {
     const violations = new Violations();
     checkName(violations, "namespace", namespace);
     violations.throwIfAny();
     const namespaceId = await this.mayRead(principal, namespace);
+    const { offset, limit } = pageOf(page, SERVICE_PAGES);
     return repo.listServices(this.db, namespaceId, offset, limit);
   }
 
