@@ -2,8 +2,7 @@
  * What a render job needs and gives back. The job runner resolves blobs to local files, picks the output
  * size from the plan, and settles credits from `frames`; the renderer only turns inputs into a video.
  */
-export type FaceSwapMode = "all-faces" | "individual-faces";
-export type StyleVersion = "v1" | "v2";
+import type { FaceSwapMode, StyleVersion } from "../platform/db/schema.js";
 
 export interface FaceMappingInput {
   /** Local path of an image of the face as it appears in the video (from face detection, or any upload). */

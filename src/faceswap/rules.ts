@@ -1,3 +1,5 @@
+import type { FaceSwapMode, StyleVersion } from "../platform/db/schema.js";
+
 export type UploadType = "video" | "image" | "audio";
 
 /** The extensions each upload type takes (Magic Hour's list). */
@@ -27,10 +29,11 @@ export function expectedFrames(startSeconds: number, endSeconds: number, fps: nu
 }
 
 /** The style version `default` resolves to today. */
-export const RECOMMENDED_STYLE = "v2";
-export const STYLE_VERSIONS = ["v1", "v2", "default"] as const;
+export const RECOMMENDED_STYLE: StyleVersion = "v2";
+/** What a request may name as its style: a version, or `default`. */
+export const STYLE_VERSIONS: readonly (StyleVersion | "default")[] = ["v1", "v2", "default"];
 export const VIDEO_SOURCES = ["file", "stream", "youtube"] as const;
-export const FACE_SWAP_MODES = ["all-faces", "individual-faces"] as const;
+export const FACE_SWAP_MODES: readonly FaceSwapMode[] = ["all-faces", "individual-faces"];
 export const MAX_FACE_MAPPINGS = 20;
 export const MAX_NAME_LENGTH = 200;
 

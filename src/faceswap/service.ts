@@ -9,7 +9,7 @@ import type { BlobStore } from "../platform/blobs/blob-store.js";
 import type { UrlSigner } from "../platform/blobs/signed-urls.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
-import type { JobRow, JobSpec } from "../platform/db/schema.js";
+import type { FaceSwapMode, JobRow, JobSpec, StyleVersion } from "../platform/db/schema.js";
 import { Code, failedPrecondition, invalidArgument, notFound, RpcError, Violations } from "../platform/errors.js";
 import { isUuid } from "../platform/ids.js";
 import { outputSize } from "../platform/media/ffmpeg.js";
@@ -275,10 +275,10 @@ const DEPRECATED_SIZE = "width and height are deprecated and ignored: the output
 interface CheckedFaceSwap {
   video: string;
   videoField: string;
-  mode: "all-faces" | "individual-faces";
+  mode: FaceSwapMode;
   face: string | undefined;
   mappings: { originalFace: string; newFace: string }[];
-  style: "v1" | "v2";
+  style: StyleVersion;
   startSeconds: number;
   endSeconds: number;
   deprecated: boolean;
@@ -336,7 +336,7 @@ function checkFaceSwap(request: CreateFaceSwapRequest): CheckedFaceSwap {
   const version = request.style?.version || "default";
   if (!(STYLE_VERSIONS as readonly string[]).includes(version)) v.add("style.version", `must be v1, v2 or default, got "${version}"`);
   v.throwIfAny();
-  const style = version === "default" ? RECOMMENDED_STYLE : (version as "v1" | "v2");
+  const style = version === "default" ? RECOMMENDED_STYLE : (version as StyleVersion);
   return {
     video,
     videoField,

@@ -3,7 +3,7 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { createFaceSwapEngine, type RendererOptions } from "../../src/faceswap/render/index.js";
-import type { StyleVersion } from "../../src/faceswap/renderer.js";
+import type { StyleVersion } from "../../src/platform/db/schema.js";
 import { createLogger } from "../../src/platform/logger.js";
 import { runFfmpeg } from "../../src/platform/media/ffmpeg.js";
 import { makeClip, samplePhoto } from "../support/footage.js";

@@ -1,4 +1,4 @@
-import type { FaceSwapMode } from "../renderer.js";
+import type { FaceSwapMode } from "../../platform/db/schema.js";
 import type { FrameStage } from "./pipeline.js";
 import type { FaceData, SwapTarget } from "./protocol.js";
 import type { StyleParams } from "./swap.js";

@@ -1,4 +1,4 @@
-import type { StyleVersion } from "../renderer.js";
+import type { StyleVersion } from "../../platform/db/schema.js";
 import { fitSimilarity } from "./similarity.js";
 
 /** The replacement face: an rgb24 crop around it and its mesh (x, y pairs) in crop pixels. */

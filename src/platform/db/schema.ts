@@ -130,13 +130,16 @@ export interface WebhookAttemptsTable {
 export type JobType = "FACE_SWAP" | "FACE_DETECTION";
 export type JobStatus = "queued" | "rendering" | "complete" | "error" | "canceled";
 
+export type FaceSwapMode = "all-faces" | "individual-faces";
+export type StyleVersion = "v1" | "v2";
+
 /** The validated inputs of a job; a source is a blob key (`api-assets/...`) or an http(s) URL. */
 export interface JobSpec {
   video?: string;
-  mode?: "all-faces" | "individual-faces";
+  mode?: FaceSwapMode;
   face?: string;
   mappings?: { originalFace: string; newFace: string }[];
-  style?: "v1" | "v2";
+  style?: StyleVersion;
   /** Face detection: the video or image, and the confidence threshold. */
   target?: string;
   confidence?: number;
