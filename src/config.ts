@@ -64,9 +64,9 @@ export interface Config {
   webhooks: {
     /** Let webhooks target private and loopback addresses (local setups and tests only). */
     allowPrivate: boolean;
-    /** Bound on one delivery attempt (the seed: 10 s). */
+    /** Bound on one delivery attempt (10 s unless configured), so a stalled receiver does not hold a slot. */
     timeoutMs: number;
-    /** Backoff unit: retries wait 1x, 2x, 4x this (the seed: 1 s). */
+    /** Backoff unit: retries wait 1x, 2x, 4x this (1 s unless configured). */
     retryBaseMs: number;
     /** Deliveries in flight per replica. */
     concurrency: number;

@@ -140,7 +140,7 @@ describe("server reflection", () => {
       expect(files.map((f) => f.name)).toContain(file.name);
     });
 
-    it("has the seed's 19 fields, tags, types and snake_case JSON names", () => {
+    it("has the 19 fields, tags, types and snake_case JSON names that registry clients are built against", () => {
       const { message } = namespaceMessage();
       const S = ".google.protobuf.StringValue";
       const U = ".google.protobuf.UInt32Value";

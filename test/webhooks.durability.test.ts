@@ -10,7 +10,7 @@ import { until } from "./support/expect.js";
 
 /**
  * Webhook delivery across real processes and real time: a replica killed with deliveries pending
- * or in flight, two replicas sharing one database, and the seed's backoff at its real pace.
+ * or in flight, two replicas sharing one database, and the retry backoff at its real pace.
  */
 
 /** The dispatcher's lease: a delivery held by a dead replica is claimed again after this. */
@@ -333,7 +333,7 @@ describe("webhook delivery across processes", () => {
   );
 
   it(
-    "the seed's backoff at its real pace: 4 attempts 1 s, 2 s and 4 s apart, then failed",
+    "the retry backoff at its real pace: 4 attempts 1 s, 2 s and 4 s apart, then failed",
     { timeout: 60_000 },
     async () => {
       const databaseUrl = await createTestDatabase();

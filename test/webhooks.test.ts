@@ -132,7 +132,7 @@ describe("management", () => {
   });
 });
 
-describe("over HTTP, as the seed's paths", () => {
+describe("over HTTP, at the /api/webhooks paths", () => {
   it("serves every endpoint with the auth_token cookie and answers 401 without credentials", async () => {
     const cookie = { cookie: `auth_token=${user.key}` };
     expect((await t.http("GET", "/api/webhooks")).status).toBe(401);
@@ -186,7 +186,7 @@ describe("deliveries", () => {
     user = await createAccountWithKey(t, ["webhooks", "events:publish"]);
   });
 
-  it("sends the event, signed, with exactly the seed's headers plus X-Webhook-Id", async () => {
+  it("sends the event, signed, with exactly the receiver-facing headers (X-Webhook-Event, -Signature, -Timestamp, -Id)", async () => {
     const r = await receiver();
     const { webhook } = await api().createWebhook({ url: r.url, events: ["request.completed"] });
     secret = webhook!.secret;

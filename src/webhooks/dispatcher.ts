@@ -8,9 +8,9 @@ import type { ClaimedDelivery } from "./repository.js";
 import { signBody } from "./signature.js";
 
 const DELIVERIES_CHANNEL = "webhook_deliveries";
-/** The seed: up to 3 retries after the first attempt. */
+/** The first attempt and up to 3 retries: with the 1x, 2x, 4x backoff, a receiver gets about 7 s to come back. */
 const MAX_ATTEMPTS = 4;
-/** The seed: a webhook with this many failed deliveries in a row is disabled. */
+/** A webhook with this many failed deliveries in a row is disabled, so a dead receiver stops costing attempts. */
 const DISABLE_AT = 10;
 /** A replica that holds a delivery this long without finishing it is presumed dead. */
 const LEASE_MS = 30_000;
@@ -24,7 +24,7 @@ const PRUNE_EVERY = 100;
 export interface DispatcherSettings {
   /** Deliveries in flight per replica. */
   concurrency: number;
-  /** Backoff unit: retries wait 1x, 2x, 4x this (the seed: 1 s). */
+  /** Backoff unit: retries wait 1x, 2x, 4x this. */
   retryBaseMs: number;
   /** Newest attempts kept per webhook. */
   historyLimit: number;

@@ -1,6 +1,7 @@
 /**
  * Every event the platform emits, in one list. Subscriptions may name other events (or "*"); an
- * unknown name in a subscription simply never matches, as the seed says. Publishing accepts any
+ * unknown name in a subscription simply never matches, so a receiver may subscribe to an event before
+ * this service emits it. Publishing accepts any
  * well-formed name, so a new event needs no change here to flow, only to be listed in the dashboard.
  */
 export const EVENT_CATALOG = [

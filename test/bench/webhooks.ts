@@ -30,7 +30,7 @@ const MAX_BACKLOG_SECONDS = 2;
 const STALL_MS = 15_000;
 const SECRET = "whsec_bench_secret_0123456789abcdef0123456789abcdef";
 const METHOD = "/webhook.v1.WebhookService/PublishEvent";
-/** A request.completed event as the seed describes it. */
+/** A request.completed event with the fields an internal service sends. */
 const DATA = {
   trace_id: "3f9a1c2e-7b44-4e0a-9d51-6c2f0b8e1a77",
   api_key_id: "7d1e6f0a-2c3b-4a59-8e17-0f4b9c2d6e11",
