@@ -55,9 +55,10 @@ export async function insertApiKey(db: Db, key: NewApiKey): Promise<ApiKeyRow> {
     .executeTakeFirstOrThrow();
 }
 
-export type ApiKeyWithAccount = ApiKeyRow & { group_ids: string[] };
+/** A key row with its account's groups, which authentication needs. */
+export type ApiKeyView = ApiKeyRow & { group_ids: string[] };
 
-export async function findApiKeyByHash(db: Db, keyHash: string): Promise<ApiKeyWithAccount | undefined> {
+export async function findApiKeyByHash(db: Db, keyHash: string): Promise<ApiKeyView | undefined> {
   return db
     .selectFrom("api_keys")
     .innerJoin("accounts", "accounts.id", "api_keys.account_id")

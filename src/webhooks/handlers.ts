@@ -1,7 +1,7 @@
 import { WebhookServiceService, type Delivery, type Webhook } from "../../gen/webhook/v1/webhook_service.js";
 import type { WebhookRow } from "../platform/db/schema.js";
 import { defineService } from "../transport/call.js";
-import type { AttemptWithEvent } from "./repository.js";
+import type { AttemptView } from "./repository.js";
 import type { WebhookService } from "./service.js";
 import { maskSecret } from "./signature.js";
 
@@ -57,7 +57,7 @@ function toWebhook(row: WebhookRow, { masked = false } = {}): Webhook {
   };
 }
 
-function toDelivery(row: AttemptWithEvent): Delivery {
+function toDelivery(row: AttemptView): Delivery {
   return {
     id: row.id,
     deliveryId: row.delivery_id,

@@ -274,9 +274,10 @@ export async function skipDelivery(db: Db, deliveryId: string): Promise<void> {
     .execute();
 }
 
-export type AttemptWithEvent = WebhookAttemptRow & { event: string; event_id: string };
+/** An attempt row with its event's name and id. */
+export type AttemptView = WebhookAttemptRow & { event: string; event_id: string };
 
-export async function listAttempts(db: Db, webhookId: string, limit: number): Promise<AttemptWithEvent[]> {
+export async function listAttempts(db: Db, webhookId: string, limit: number): Promise<AttemptView[]> {
   return db
     .selectFrom("webhook_attempts as a")
     .innerJoin("webhook_deliveries as d", "d.id", "a.delivery_id")

@@ -120,7 +120,7 @@ export class WebhookService {
     return { delivered: outcome.success, status: outcome.status, error: outcome.error };
   }
 
-  async deliveries(principal: Principal, webhookId: string, limit: number): Promise<repo.AttemptWithEvent[]> {
+  async deliveries(principal: Principal, webhookId: string, limit: number): Promise<repo.AttemptView[]> {
     const violations = new Violations();
     if (limit < 0 || limit > MAX_DELIVERIES_LIMIT) {
       violations.add("limit", `must be from 1 to ${MAX_DELIVERIES_LIMIT} (0 or absent means ${DEFAULT_DELIVERIES_LIMIT})`);
