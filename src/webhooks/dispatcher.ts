@@ -2,6 +2,7 @@ import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { Logger } from "../platform/logger.js";
 import type { Counter, Metrics } from "../platform/metrics.js";
+import { TickBatcher } from "../platform/tick-batcher.js";
 import type { WebhookHttpClient } from "./outbound.js";
 import * as repo from "./repository.js";
 import type { ClaimedDelivery } from "./repository.js";
@@ -46,9 +47,8 @@ export class Dispatcher {
   private readonly inFlight = new Set<Promise<void>>();
   /** The loop, waiting for this many free slots before its next claim. */
   private slotWaiter: { slots: number; resolve: () => void } | undefined;
-  /** Outcomes waiting to be recorded; those finished in the same tick go in one statement. */
-  private unrecorded: { outcome: repo.AttemptOutcome; done: (disabled: boolean) => void; failed: (e: unknown) => void }[] = [];
-  private recording: Promise<void> | undefined;
+  /** Outcomes finished in the same tick are recorded in one statement, one statement at a time. */
+  private readonly recorder = new TickBatcher<repo.AttemptOutcome, boolean>({ write: (outcomes) => this.recordAll(outcomes) });
   private readonly sinceLastPrune = new Map<string, number>();
   private running: Promise<void> | undefined;
   private stopped = false;
@@ -79,7 +79,7 @@ export class Dispatcher {
     this.nudge();
     await this.running;
     await Promise.all(this.inFlight);
-    await this.recording;
+    await this.recorder.idle();
     await this.http.close();
   }
 
@@ -112,7 +112,7 @@ export class Dispatcher {
       delivery.retries && retryable && delivery.attempt < MAX_ATTEMPTS
         ? new Date(Date.now() + this.settings.retryBaseMs * 2 ** (delivery.attempt - 1))
         : undefined;
-    const disabled = await this.record({
+    const disabled = await this.recorder.add({
       deliveryId: delivery.id,
       webhookId: delivery.webhook_id,
       attempt: delivery.attempt,
@@ -153,35 +153,13 @@ export class Dispatcher {
     return { success, status: result.status, error: result.error ?? "" };
   }
 
-  /** Resolves once the outcome is recorded, with whether it disabled the webhook. */
-  private record(outcome: repo.AttemptOutcome): Promise<boolean> {
-    return new Promise((done, failed) => {
-      this.unrecorded.push({ outcome, done, failed });
-      if (this.unrecorded.length === 1 && !this.recording) setImmediate(() => this.flushRecords());
-    });
-  }
-
-  private flushRecords(): void {
-    if (this.recording || this.unrecorded.length === 0) return;
-    const batch = this.unrecorded;
-    this.unrecorded = [];
-    this.recording = repo
-      .recordAttempts(this.db, batch.map((b) => b.outcome), DISABLE_AT)
-      .then(
-        (disabled) => {
-          // The webhook's last final outcome in the batch is the one that disabled it.
-          const disabler = new Map<string, (typeof batch)[number]>();
-          for (const b of batch) if (b.outcome.final && disabled.includes(b.outcome.webhookId)) disabler.set(b.outcome.webhookId, b);
-          for (const b of batch) b.done(disabler.get(b.outcome.webhookId) === b);
-        },
-        (error: unknown) => {
-          for (const b of batch) b.failed(error);
-        },
-      )
-      .finally(() => {
-        this.recording = undefined;
-        this.flushRecords();
-      });
+  /** Records the outcomes; says for each whether it disabled its webhook. */
+  private async recordAll(outcomes: repo.AttemptOutcome[]): Promise<boolean[]> {
+    const disabled = await repo.recordAttempts(this.db, outcomes, DISABLE_AT);
+    // The webhook's last final outcome in the batch is the one that disabled it.
+    const disabler = new Map<string, repo.AttemptOutcome>();
+    for (const o of outcomes) if (o.final && disabled.includes(o.webhookId)) disabler.set(o.webhookId, o);
+    return outcomes.map((o) => disabler.get(o.webhookId) === o);
   }
 
   private async loop(): Promise<void> {
