@@ -104,4 +104,21 @@ describe("TickBatcher", () => {
     await batcher.idle();
     expect(written).toEqual([2, 4, 6]);
   });
+
+  it("idle() does not wait for what is added after it was called", async () => {
+    const { batcher } = recording({ writeMs: 20 });
+    const first = batcher.add(1);
+    let streaming = true;
+    const stream = (async () => {
+      while (streaming) {
+        void batcher.add(2);
+        await sleep(5);
+      }
+    })();
+    await batcher.idle();
+    expect(await first).toBe(2);
+    streaming = false;
+    await stream;
+    await batcher.idle();
+  });
 });

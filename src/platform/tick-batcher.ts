@@ -20,10 +20,9 @@ export interface TickBatcherOptions<T, R> {
   ready?: () => boolean;
 }
 
-interface Entry<T, R> {
+/** An item, and the caller's promise of its result. */
+interface Entry<T, R> extends PromiseWithResolvers<R> {
   item: T;
-  resolve(result: R): void;
-  reject(error: unknown): void;
 }
 
 /**
@@ -32,7 +31,7 @@ interface Entry<T, R> {
  * promise settles with its own item's result.
  */
 export class TickBatcher<T, R = void> {
-  private queue: Entry<T, R>[] = [];
+  private readonly queue: Entry<T, R>[] = [];
   private readonly writing = new Set<Promise<void>>();
   private scheduled = false;
   private readonly maxBatch: number;
@@ -47,15 +46,16 @@ export class TickBatcher<T, R = void> {
 
   /** Queues the item for this tick's batch; resolves with its result once the batch is written. */
   add(item: T): Promise<R> {
-    return new Promise<R>((resolve, reject) => {
-      this.queue.push({ item, resolve, reject });
-      if (this.scheduled) return;
+    const entry = { item, ...Promise.withResolvers<R>() };
+    this.queue.push(entry);
+    if (!this.scheduled) {
       this.scheduled = true;
       setImmediate(() => {
         this.scheduled = false;
         this.flush();
       });
-    });
+    }
+    return entry.promise;
   }
 
   /** Starts writing what is queued, as far as `overlap` and `ready` allow. */
@@ -70,12 +70,13 @@ export class TickBatcher<T, R = void> {
     }
   }
 
-  /** Resolves once nothing is queued or being written (items held back by `ready` aside). */
+  /**
+   * Resolves once what is being written and what is queued now has been written (items held back
+   * by `ready` aside). Items added meanwhile are not waited for, so a steady stream cannot hold it.
+   */
   async idle(): Promise<void> {
-    while (this.writing.size > 0 || (this.queue.length > 0 && this.ready())) {
-      if (this.writing.size > 0) await Promise.all(this.writing);
-      else await new Promise((resolve) => setImmediate(resolve));
-    }
+    const queued = this.ready() ? this.queue.map((entry) => entry.promise.catch(() => undefined)) : [];
+    await Promise.all([...this.writing, ...queued]);
   }
 
   private async write(batch: Entry<T, R>[]): Promise<void> {
