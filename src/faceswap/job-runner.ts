@@ -7,6 +7,7 @@ import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { JobRow } from "../platform/db/schema.js";
 import type { Logger } from "../platform/logger.js";
+import { Wakeup } from "../platform/wakeup.js";
 import type { EventSink } from "./events.js";
 import type { JobMetrics } from "./metrics.js";
 import { RenderError, type FaceDetector, type Renderer } from "./renderer.js";
@@ -40,7 +41,8 @@ export class JobRunner {
   private readonly running = new Map<string, AbortController>();
   private readonly loops: Promise<void>[] = [];
   private stopping = false;
-  private wake: (() => void) | undefined;
+  /** Notices wake every idle worker at once. */
+  private readonly wakeup = new Wakeup();
 
   constructor(
     private readonly db: Db,
@@ -55,9 +57,9 @@ export class JobRunner {
   ) {
     notifications.on(repo.JOBS_CHANNEL, (payload) => {
       if (payload.startsWith("cancel:")) this.running.get(payload.slice("cancel:".length))?.abort("canceled" satisfies StopReason);
-      else this.nudge();
+      else this.wakeup.wake();
     });
-    notifications.onReconnect(() => this.nudge());
+    notifications.onReconnect(() => this.wakeup.wake());
   }
 
   start(): void {
@@ -74,14 +76,8 @@ export class JobRunner {
   async stop(): Promise<void> {
     this.stopping = true;
     for (const controller of this.running.values()) controller.abort("shutdown" satisfies StopReason);
-    this.nudge();
+    this.wakeup.wake();
     await Promise.all(this.loops);
-  }
-
-  private nudge(): void {
-    const wake = this.wake;
-    this.wake = undefined;
-    wake?.();
   }
 
   private async loop(): Promise<void> {
@@ -96,15 +92,7 @@ export class JobRunner {
         await this.run(job);
         continue;
       }
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, this.options.pollMs);
-        const previous = this.wake;
-        this.wake = () => {
-          clearTimeout(timer);
-          previous?.();
-          resolve();
-        };
-      });
+      await this.wakeup.sleep(this.options.pollMs);
     }
   }
 

@@ -3,6 +3,7 @@ import type { Notifications } from "../platform/db/notifications.js";
 import type { Logger } from "../platform/logger.js";
 import type { Counter, Metrics } from "../platform/metrics.js";
 import { TickBatcher } from "../platform/tick-batcher.js";
+import { Wakeup } from "../platform/wakeup.js";
 import type { WebhookHttpClient } from "./outbound.js";
 import * as repo from "./repository.js";
 import type { ClaimedDelivery } from "./repository.js";
@@ -52,9 +53,8 @@ export class Dispatcher {
   private readonly sinceLastPrune = new Map<string, number>();
   private running: Promise<void> | undefined;
   private stopped = false;
-  private wake: (() => void) | undefined;
-  /** A wake-up that came while the loop was busy; the next idle() returns at once. */
-  private woken = false;
+  /** Notices and retries scheduled here cut the loop's idle sleep short. */
+  private readonly wakeup = new Wakeup();
   private readonly attempts: Counter<"outcome">;
 
   constructor(
@@ -65,7 +65,7 @@ export class Dispatcher {
     private readonly settings: DispatcherSettings,
     metrics: Metrics,
   ) {
-    notifications.on(DELIVERIES_CHANNEL, () => this.nudge());
+    notifications.on(DELIVERIES_CHANNEL, () => this.wakeup.wake());
     this.attempts = metrics.counter("atrium_webhook_deliveries_total", "Delivery attempts recorded, by outcome.", ["outcome"]);
   }
 
@@ -76,7 +76,7 @@ export class Dispatcher {
   /** Stops claiming, and waits for the attempts in flight to be recorded. */
   async stop(): Promise<void> {
     this.stopped = true;
-    this.nudge();
+    this.wakeup.wake();
     await this.running;
     await Promise.all(this.inFlight);
     await this.recorder.idle();
@@ -85,13 +85,8 @@ export class Dispatcher {
 
   /** Tells every replica's dispatcher that deliveries are due. */
   wakeAll(): void {
-    this.nudge();
+    this.wakeup.wake();
     this.notifications.signal(DELIVERIES_CHANNEL, "");
-  }
-
-  private nudge(): void {
-    this.woken = true;
-    this.wake?.();
   }
 
   /** Sends one attempt of a claimed delivery and records its outcome. */
@@ -142,7 +137,7 @@ export class Dispatcher {
       "webhook attempt",
     );
     // The loop may be asleep until a later due time; a retry due sooner must wake it.
-    if (retryAt) this.nudge();
+    if (retryAt) this.wakeup.wake();
     if (disabled) {
       this.logger.warn({ event: "webhook_disabled", webhook_id: delivery.webhook_id }, "webhook disabled after repeated failures");
     }
@@ -190,7 +185,7 @@ export class Dispatcher {
 
   /** Waits for a notice, a retry scheduled here, the next due retry, or the poll interval. */
   private async idle(): Promise<void> {
-    this.woken = false;
+    const since = this.wakeup.mark();
     let delay = IDLE_POLL_MS;
     try {
       const due = await repo.nextDueAt(this.db);
@@ -198,16 +193,8 @@ export class Dispatcher {
     } catch {
       // keep the poll interval
     }
-    if (delay === 0 || this.stopped || this.woken) return;
-    await new Promise<void>((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.wake = undefined;
-        resolve();
-      };
-      const timer = setTimeout(done, delay);
-      this.wake = done;
-    });
+    if (this.stopped) return;
+    await this.wakeup.sleep(delay, since);
   }
 
   private async send(delivery: ClaimedDelivery): Promise<void> {
