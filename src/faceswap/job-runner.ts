@@ -3,6 +3,7 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import type { BlobStore, LocalCopy } from "../platform/blobs/blob-store.js";
+import { JOBS_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { JobRow } from "../platform/db/schema.js";
@@ -55,7 +56,7 @@ export class JobRunner {
     private readonly metrics: JobMetrics,
     private readonly options: JobRunnerOptions,
   ) {
-    notifications.on(repo.JOBS_CHANNEL, (payload) => {
+    notifications.on(JOBS_CHANNEL, (payload) => {
       if (payload.startsWith("cancel:")) this.running.get(payload.slice("cancel:".length))?.abort("canceled" satisfies StopReason);
       else this.wakeup.wake();
     });

@@ -5,6 +5,7 @@ import type { UploadItem } from "../../gen/faceswap/v1/files_service.js";
 import type { Principal } from "../platform/auth.js";
 import type { BlobStore } from "../platform/blobs/blob-store.js";
 import type { UrlSigner } from "../platform/blobs/signed-urls.js";
+import { JOBS_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { JobRow, JobSpec } from "../platform/db/schema.js";
@@ -160,7 +161,7 @@ export class FaceSwapService {
       await this.reportShortfall(accountId, shortfall);
       throw shortfall.toRpcError();
     }
-    this.notifications.signal(repo.JOBS_CHANNEL, "queued");
+    this.notifications.signal(JOBS_CHANNEL, "queued");
     return { id: job.id, credits, deprecationWarning: checked.deprecated ? DEPRECATED_SIZE : undefined };
   }
 
@@ -196,7 +197,7 @@ export class FaceSwapService {
     // It finished in the meantime: report what it is now.
     if (!canceled) return this.cancelProject(principal, id);
     this.metrics.finished(canceled.type, "canceled");
-    this.notifications.signal(repo.JOBS_CHANNEL, `cancel:${job.id}`);
+    this.notifications.signal(JOBS_CHANNEL, `cancel:${job.id}`);
     return canceled;
   }
 
@@ -236,7 +237,7 @@ export class FaceSwapService {
       framesTotal: 0,
       credits: 0,
     });
-    this.notifications.signal(repo.JOBS_CHANNEL, "queued");
+    this.notifications.signal(JOBS_CHANNEL, "queued");
     return job.id;
   }
 

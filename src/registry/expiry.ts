@@ -1,8 +1,8 @@
+import { NAMESPACES_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { Logger } from "../platform/logger.js";
 import { Periodic } from "../platform/periodic.js";
-import { NAMESPACES_CHANNEL } from "../namespaces/cache.js";
 import { expireInstances } from "./repository.js";
 
 const BATCH = 1_000;

@@ -1,8 +1,8 @@
 import { sql } from "kysely";
+import { NAMESPACES_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { Logger } from "../platform/logger.js";
-import { NAMESPACES_CHANNEL } from "../namespaces/cache.js";
 import { TickBatcher } from "../platform/tick-batcher.js";
 import { renewInstances, type HeartbeatOutcome, type HeartbeatTarget } from "./repository.js";
 

@@ -8,11 +8,12 @@ import type {
 } from "../../gen/v1/registry_service.js";
 import { isAdmin, type Principal } from "../platform/auth.js";
 import { checkBatchSize, settle, type BatchResult } from "../platform/batch.js";
+import { NAMESPACES_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import { Code, notFound, permissionDenied, RpcError, Violations } from "../platform/errors.js";
 import { isUuid } from "../platform/ids.js";
-import { NAMESPACES_CHANNEL, type NamespaceCache } from "../namespaces/cache.js";
+import type { NamespaceCache } from "../namespaces/cache.js";
 import { checkMetadata, checkName } from "../namespaces/rules.js";
 import type { HeartbeatBatcher } from "./heartbeats.js";
 import * as repo from "./repository.js";

@@ -1,3 +1,4 @@
+import { WEBHOOK_DELIVERIES_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { Logger } from "../platform/logger.js";
@@ -9,7 +10,6 @@ import * as repo from "./repository.js";
 import type { ClaimedDelivery } from "./repository.js";
 import { signBody } from "./signature.js";
 
-const DELIVERIES_CHANNEL = "webhook_deliveries";
 /** The seed: up to 3 retries after the first attempt. */
 const MAX_ATTEMPTS = 4;
 /** The seed: a webhook with this many failed deliveries in a row is disabled. */
@@ -65,7 +65,7 @@ export class Dispatcher {
     private readonly settings: DispatcherSettings,
     metrics: Metrics,
   ) {
-    notifications.on(DELIVERIES_CHANNEL, () => this.wakeup.wake());
+    notifications.on(WEBHOOK_DELIVERIES_CHANNEL, () => this.wakeup.wake());
     this.attempts = metrics.counter("atrium_webhook_deliveries_total", "Delivery attempts recorded, by outcome.", ["outcome"]);
   }
 
@@ -86,7 +86,7 @@ export class Dispatcher {
   /** Tells every replica's dispatcher that deliveries are due. */
   wakeAll(): void {
     this.wakeup.wake();
-    this.notifications.signal(DELIVERIES_CHANNEL, "");
+    this.notifications.signal(WEBHOOK_DELIVERIES_CHANNEL, "");
   }
 
   /** Sends one attempt of a claimed delivery and records its outcome. */

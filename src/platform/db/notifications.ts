@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import pg from "pg";
 import type { Logger } from "../logger.js";
+import { ACK_CHANNEL } from "./channels.js";
 import { TickBatcher } from "../tick-batcher.js";
 
 type Listener = (payload: string) => void;
@@ -21,8 +22,6 @@ interface Outgoing {
 }
 
 const ACK_TIMEOUT_MS = 1_000;
-/** Every replica acknowledges each notice it has delivered here, with notice ids as payload. */
-const ACK_CHANNEL = "atrium_ack";
 /** The application_name of a listening connection, set once it listens on every channel. */
 const LISTENER_NAME = "atrium-listen";
 /** A notice on the wire: `<uuid>:<payload>`. */
