@@ -115,55 +115,64 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
     namespaceCache = new NamespaceCache(db, notifications, logger);
     const namespaces = new NamespaceService(db, notifications, namespaceCache);
     const heartbeats = new HeartbeatBatcher(db, notifications, logger);
-    const registry = new RegistryService(db, notifications, namespaceCache, heartbeats);
-    sweeper = new ExpirySweeper(db, notifications, logger, config.expirySweepMs);
+    const registry = new RegistryService({ db, notifications, namespaces: namespaceCache, heartbeats });
+    sweeper = new ExpirySweeper({ db, notifications, logger, intervalMs: config.expirySweepMs });
     const guard = new SsrfGuard({ allowPrivate: config.webhooks.allowPrivate });
-    dispatcher = new Dispatcher(
+    dispatcher = new Dispatcher({
       db,
-      new WebhookHttpClient({ guard, timeoutMs: config.webhooks.timeoutMs }),
+      http: new WebhookHttpClient({ guard, timeoutMs: config.webhooks.timeoutMs }),
       notifications,
       logger,
-      config.webhooks,
       metrics,
-    );
+      settings: config.webhooks,
+    });
     const webhooks = new WebhookService(db, guard, dispatcher);
 
     const blobs = await openBlobStore(config);
     const probes = new MediaProbes(db, blobs);
     const signer = new UrlSigner(config.blobs.signingSecret ?? (await sharedSigningSecret(db)), () => publicUrl());
-    sources = new SourceResolver(blobs, probes, guard, {
-      videoBytes: config.blobs.maxVideoBytes,
-      imageBytes: config.blobs.maxImageBytes,
-      fetchTimeoutMs: config.faceswap.fetchTimeoutMs,
+    sources = new SourceResolver({
+      store: blobs,
+      probes,
+      guard,
+      limits: {
+        videoBytes: config.blobs.maxVideoBytes,
+        imageBytes: config.blobs.maxImageBytes,
+        fetchTimeoutMs: config.faceswap.fetchTimeoutMs,
+      },
     });
-    const faceSwap = new FaceSwapService(
+    const faceSwap = new FaceSwapService({
       db,
-      blobs,
+      store: blobs,
       signer,
       sources,
       notifications,
-      webhooks,
-      {
+      events: webhooks,
+      uploadLimits: {
         videoBytes: config.blobs.maxVideoBytes,
         imageBytes: config.blobs.maxImageBytes,
         audioBytes: config.blobs.maxAudioBytes,
       },
-      jobMetrics,
-    );
+      metrics: jobMetrics,
+    });
     const engine = createFaceSwapEngine({ workers: config.faceswap.renderThreads, logger });
     renderer = engine;
-    jobs = new JobRunner(
+    jobs = new JobRunner({
       db,
-      blobs,
+      store: blobs,
       renderer,
-      engine,
+      detector: engine,
       notifications,
-      webhooks,
+      events: webhooks,
       logger,
-      jobMetrics,
-      config.faceswap,
-    );
-    janitor = new AssetJanitor(db, blobs, probes, logger, {
+      metrics: jobMetrics,
+      settings: config.faceswap,
+    });
+    janitor = new AssetJanitor({
+      db,
+      store: blobs,
+      probes,
+      logger,
       retentionMs: config.faceswap.assetRetentionMs,
       intervalMs: config.faceswap.assetSweepMs,
     });
@@ -179,8 +188,8 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
       credential && isNamespaceToken(credential.token)
         ? namespaces.principalOfToken(credential.token)
         : auth.authenticate(credential);
-    const router = new Router(
-      [
+    const router = new Router({
+      services: [
         adminService(auth),
         accountService(auth),
         namespaceService(namespaces),
@@ -191,20 +200,20 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
       authenticate,
       logger,
       metrics,
-    );
+    });
     grpc = await startGrpcServer(router, config.host, config.grpcPort);
-    http = await startHttpServer(
-      new Transcoder(router),
-      [
+    http = await startHttpServer({
+      transcoder: new Transcoder(router),
+      routes: [
         metricsRoute(metrics, authenticate, config.metricsPublic),
         dashboardRoutes(authenticate),
-        blobRoutes(blobs, signer, logger, (key, size) => probes.probe(key, size)),
+        blobRoutes({ store: blobs, signer, logger, onUploaded: (key, size) => probes.probe(key, size) }),
       ],
-      config.host,
-      config.httpPort,
+      host: config.host,
+      port: config.httpPort,
       logger,
-      () => serving,
-    );
+      isServing: () => serving,
+    });
     serving = true;
     logger.info({ event: "started", grpc_port: grpc.port, http_port: http.port }, "service started");
   } catch (error) {

@@ -16,7 +16,7 @@ import * as repo from "./repository.js";
 import { outputKey } from "./rules.js";
 import { refund } from "./service.js";
 
-export interface JobRunnerOptions {
+export interface JobRunnerSettings {
   /** Jobs this replica renders at once. */
   concurrency: number;
   /** How long a claim lasts without renewal; a crashed worker's job is claimed again after it. */
@@ -27,6 +27,18 @@ export interface JobRunnerOptions {
   pollMs: number;
   /** Load the renderer at start, so the first job does not wait for its models. */
   preload: boolean;
+}
+
+export interface JobRunnerOptions {
+  db: Db;
+  store: BlobStore;
+  renderer: Renderer;
+  detector: FaceDetector;
+  notifications: Notifications;
+  events: EventSink;
+  logger: Logger;
+  metrics: JobMetrics;
+  settings: JobRunnerSettings;
 }
 
 /** Why a running job was stopped without an outcome of its own. */
@@ -45,17 +57,24 @@ export class JobRunner {
   /** Notices wake every idle worker at once. */
   private readonly wakeup = new Wakeup();
 
-  constructor(
-    private readonly db: Db,
-    private readonly store: BlobStore,
-    private readonly renderer: Renderer,
-    private readonly detector: FaceDetector,
-    notifications: Notifications,
-    private readonly events: EventSink,
-    private readonly logger: Logger,
-    private readonly metrics: JobMetrics,
-    private readonly options: JobRunnerOptions,
-  ) {
+  private readonly db: Db;
+  private readonly store: BlobStore;
+  private readonly renderer: Renderer;
+  private readonly detector: FaceDetector;
+  private readonly events: EventSink;
+  private readonly logger: Logger;
+  private readonly metrics: JobMetrics;
+  private readonly settings: JobRunnerSettings;
+
+  constructor({ db, store, renderer, detector, notifications, events, logger, metrics, settings }: JobRunnerOptions) {
+    this.db = db;
+    this.store = store;
+    this.renderer = renderer;
+    this.detector = detector;
+    this.events = events;
+    this.logger = logger;
+    this.metrics = metrics;
+    this.settings = settings;
     notifications.on(JOBS_CHANNEL, (payload) => {
       if (payload.startsWith("cancel:")) this.running.get(payload.slice("cancel:".length))?.abort("canceled" satisfies StopReason);
       else this.wakeup.wake();
@@ -64,13 +83,13 @@ export class JobRunner {
   }
 
   start(): void {
-    if (this.options.concurrency === 0) return;
-    if (this.options.preload) {
+    if (this.settings.concurrency === 0) return;
+    if (this.settings.preload) {
       this.renderer
         .prepare()
         .catch((error: unknown) => this.logger.warn({ event: "renderer_prepare_failed", err: error }, "could not load the renderer"));
     }
-    for (let i = 0; i < this.options.concurrency; i++) this.loops.push(this.loop());
+    for (let i = 0; i < this.settings.concurrency; i++) this.loops.push(this.loop());
   }
 
   /** Stops claiming, aborts running jobs and hands them back to the queue for another replica. */
@@ -85,7 +104,7 @@ export class JobRunner {
     while (!this.stopping) {
       let job: JobRow | undefined;
       try {
-        job = await repo.claimJob(this.db, this.workerId, this.options.leaseMs);
+        job = await repo.claimJob(this.db, this.workerId, this.settings.leaseMs);
       } catch (error) {
         this.logger.error({ event: "job_claim_failed", err: error }, "could not claim a job");
       }
@@ -93,13 +112,13 @@ export class JobRunner {
         await this.run(job);
         continue;
       }
-      await this.wakeup.sleep(this.options.pollMs);
+      await this.wakeup.sleep(this.settings.pollMs);
     }
   }
 
   private async run(job: JobRow): Promise<void> {
     const log = this.logger.child({ job_id: job.id, job_type: job.type, attempt: job.attempts });
-    if (job.attempts > this.options.maxAttempts) {
+    if (job.attempts > this.settings.maxAttempts) {
       log.warn({ event: "job_given_up" }, "job lost its worker too many times");
       await this.fail(job, new RenderError("worker_lost", `rendering stopped ${job.attempts - 1} times without finishing`));
       return;
@@ -108,13 +127,13 @@ export class JobRunner {
     this.running.set(job.id, controller);
     const progress = { frames: job.frames_rendered };
     const renewal = setInterval(() => {
-      repo.renewLease(this.db, job.id, this.workerId, this.options.leaseMs, progress.frames).then(
+      repo.renewLease(this.db, job.id, this.workerId, this.settings.leaseMs, progress.frames).then(
         (mine) => {
           if (!mine) controller.abort("lease_lost" satisfies StopReason);
         },
         (error: unknown) => log.warn({ event: "job_lease_renewal_failed", err: error }, "lease renewal failed"),
       );
-    }, renewalMs(this.options.leaseMs));
+    }, renewalMs(this.settings.leaseMs));
     const workDir = await fs.mkdtemp(path.join(os.tmpdir(), "atrium-job-"));
     const copies: LocalCopy[] = [];
     const local = async (key: string) => {

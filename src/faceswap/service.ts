@@ -58,18 +58,38 @@ const DEFAULT_PAGE_SIZE = 20;
 const MAX_PAGE_SIZE = 100;
 const DEFAULT_CONFIDENCE = 0.5;
 
+export interface FaceSwapServiceOptions {
+  db: Db;
+  store: BlobStore;
+  signer: UrlSigner;
+  sources: SourceResolver;
+  notifications: Notifications;
+  events: EventSink;
+  uploadLimits: UploadLimits;
+  metrics: JobMetrics;
+}
+
 /** The face swap rules: uploads, job creation with credit reservation, and the account's projects. */
 export class FaceSwapService {
-  constructor(
-    private readonly db: Db,
-    private readonly store: BlobStore,
-    private readonly signer: UrlSigner,
-    private readonly sources: SourceResolver,
-    private readonly notifications: Notifications,
-    private readonly events: EventSink,
-    private readonly uploadLimits: UploadLimits,
-    private readonly metrics: JobMetrics,
-  ) {}
+  private readonly db: Db;
+  private readonly store: BlobStore;
+  private readonly signer: UrlSigner;
+  private readonly sources: SourceResolver;
+  private readonly notifications: Notifications;
+  private readonly events: EventSink;
+  private readonly uploadLimits: UploadLimits;
+  private readonly metrics: JobMetrics;
+
+  constructor({ db, store, signer, sources, notifications, events, uploadLimits, metrics }: FaceSwapServiceOptions) {
+    this.db = db;
+    this.store = store;
+    this.signer = signer;
+    this.sources = sources;
+    this.notifications = notifications;
+    this.events = events;
+    this.uploadLimits = uploadLimits;
+    this.metrics = metrics;
+  }
 
   createUploadUrls(principal: Principal, items: UploadItem[], now = new Date()) {
     const violations = new Violations();

@@ -30,17 +30,30 @@ const MAX_TTL_SECONDS = 3_600;
 const UPDATABLE = ["weight", "metadata", "isolate"] as const;
 const MAX_HEARTBEATS_PER_CALL = 1_000;
 
+export interface RegistryServiceOptions {
+  db: Db;
+  notifications: Notifications;
+  /** The namespace cache, whose counts registry writes change. */
+  namespaces: NamespaceCache;
+  heartbeats: HeartbeatBatcher;
+}
+
 /**
  * Services and instances. Writes that change a namespace's counts notify the namespace cache on
  * every replica; heartbeats go through the batcher and notify only when health comes back.
  */
 export class RegistryService {
-  constructor(
-    private readonly db: Db,
-    private readonly notifications: Notifications,
-    private readonly namespaces: NamespaceCache,
-    private readonly heartbeats: HeartbeatBatcher,
-  ) {}
+  private readonly db: Db;
+  private readonly notifications: Notifications;
+  private readonly namespaces: NamespaceCache;
+  private readonly heartbeats: HeartbeatBatcher;
+
+  constructor({ db, notifications, namespaces, heartbeats }: RegistryServiceOptions) {
+    this.db = db;
+    this.notifications = notifications;
+    this.namespaces = namespaces;
+    this.heartbeats = heartbeats;
+  }
 
   async register(principal: Principal, request: RegisterInstanceRequest): Promise<InstanceRecord> {
     const violations = new Violations();

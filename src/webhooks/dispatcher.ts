@@ -32,6 +32,15 @@ export interface DispatcherSettings {
   historyLimit: number;
 }
 
+export interface DispatcherOptions {
+  db: Db;
+  http: WebhookHttpClient;
+  notifications: Notifications;
+  logger: Logger;
+  metrics: Metrics;
+  settings: DispatcherSettings;
+}
+
 export interface AttemptResult {
   success: boolean;
   status: number;
@@ -56,15 +65,18 @@ export class Dispatcher {
   /** Notices and retries scheduled here cut the loop's idle sleep short. */
   private readonly wakeup = new Wakeup();
   private readonly attempts: Counter<"outcome">;
+  private readonly db: Db;
+  private readonly http: WebhookHttpClient;
+  private readonly notifications: Notifications;
+  private readonly logger: Logger;
+  private readonly settings: DispatcherSettings;
 
-  constructor(
-    private readonly db: Db,
-    private readonly http: WebhookHttpClient,
-    private readonly notifications: Notifications,
-    private readonly logger: Logger,
-    private readonly settings: DispatcherSettings,
-    metrics: Metrics,
-  ) {
+  constructor({ db, http, notifications, logger, metrics, settings }: DispatcherOptions) {
+    this.db = db;
+    this.http = http;
+    this.notifications = notifications;
+    this.logger = logger;
+    this.settings = settings;
     notifications.on(WEBHOOK_DELIVERIES_CHANNEL, () => this.wakeup.wake());
     this.attempts = metrics.counter("atrium_webhook_deliveries_total", "Delivery attempts recorded, by outcome.", ["outcome"]);
   }
