@@ -1,7 +1,7 @@
-import { startApp, openDatabase } from "./app.js";
+import { startApp } from "./app.js";
 import { ConfigError, loadConfig } from "./config.js";
-import { createDb, migrateToLatest } from "./platform/db/database.js";
 import { createLogger } from "./platform/logger.js";
+import { openDatabase } from "./platform/module.js";
 
 /** `node dist/src/main.js` serves; `node dist/src/main.js migrate` only applies migrations. */
 async function main(): Promise<void> {
@@ -18,14 +18,8 @@ async function main(): Promise<void> {
   const logger = createLogger(config.logLevel);
 
   if (process.argv[2] === "migrate") {
-    const { url, embedded } = await openDatabase(config, logger);
-    const db = createDb(url, 1, logger);
-    try {
-      await migrateToLatest(db, logger);
-    } finally {
-      await db.destroy();
-      await embedded?.stop();
-    }
+    const database = await openDatabase(config, logger, 1);
+    await database.stop();
     return;
   }
 

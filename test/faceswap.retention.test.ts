@@ -32,7 +32,11 @@ afterAll(async () => {
 
 it("deletes expired inputs nobody reads, keeps those of open jobs, and clears old detection crops", async () => {
   const store = new LocalBlobStore(path.join(dir, "data", "blobs"));
-  const janitor = new AssetJanitor(t.app.db, store, new MediaProbes(t.app.db, store), createLogger("silent"), {
+  const janitor = new AssetJanitor({
+    db: t.app.db,
+    store,
+    probes: new MediaProbes(t.app.db, store),
+    logger: createLogger("silent"),
     retentionMs: 7 * DAY_MS,
     intervalMs: DAY_MS,
   });

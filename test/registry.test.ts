@@ -1,6 +1,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code } from "../src/client/index.js";
+import { NAMESPACES_CHANNEL } from "../src/platform/db/channels.js";
 import { createAccountWithKey } from "./support/accounts.js";
 import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/app.js";
 import { createTestDatabase } from "./support/database.js";
@@ -140,7 +141,7 @@ describe("health", () => {
     const notices: string[] = [];
     // A notice on the wire is `<notice id>:<namespace name>`.
     listener.on("notification", (n) => notices.push((n.payload ?? "").replace(/^[0-9a-f-]{36}:/, "")));
-    await listener.query("LISTEN namespaces");
+    await listener.query(`LISTEN ${NAMESPACES_CHANNEL}`);
     try {
       await Promise.all(
         Array.from({ length: 50 }, () => a.admin.registry.heartbeat({ namespace: "quiet", service: "api", instanceId: instance!.id })),

@@ -2,6 +2,7 @@ import { sql } from "kysely";
 import { isPlan, PLANS } from "../billing/plans.js";
 import * as billing from "../billing/repository.js";
 import { isScope, type Authenticator, type Principal, type Scope } from "../platform/auth.js";
+import { API_KEYS_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { ApiKeyRow, Plan } from "../platform/db/schema.js";
@@ -13,7 +14,6 @@ import { generateApiKey, hashApiKey, keyPrefix } from "./keys.js";
 import * as repo from "./repository.js";
 import type { AccountView } from "./repository.js";
 
-const CHANNEL = "api_keys";
 /** A cached key is re-read at least this often, even if a change notice were lost. */
 const CACHE_TTL_MS = 60_000;
 const MAX_NAME = 200;
@@ -41,7 +41,7 @@ export class AuthService {
     private readonly notifications: Notifications,
     private readonly logger: Logger,
   ) {
-    notifications.on(CHANNEL, (keyHash) => this.cache.delete(keyHash));
+    notifications.on(API_KEYS_CHANNEL, (keyHash) => this.cache.delete(keyHash));
     notifications.onReconnect(() => this.cache.clear());
   }
 
@@ -198,7 +198,7 @@ export class AuthService {
     const row = await repo.revokeApiKey(this.db, keyId);
     if (!row) throw notFound(`API key ${keyId}`, "API_KEY_NOT_FOUND");
     this.cache.delete(row.key_hash);
-    await this.notifications.publish(CHANNEL, row.key_hash);
+    await this.notifications.publish(API_KEYS_CHANNEL, row.key_hash);
     return row;
   }
 }

@@ -7,6 +7,17 @@ import * as repo from "./repository.js";
 
 const BATCH = 500;
 
+export interface AssetJanitorOptions {
+  db: Db;
+  store: BlobStore;
+  probes: MediaProbes;
+  logger: Logger;
+  /** How long inputs are kept; 0 keeps them for ever. */
+  retentionMs: number;
+  /** How often the janitor sweeps. */
+  intervalMs: number;
+}
+
 /**
  * Deletes inputs kept longer than the retention: uploads and URL imports (photos and videos of
  * people) that no open job still reads, and the face crops of old detections. Rendered outputs stay
@@ -15,18 +26,25 @@ const BATCH = 500;
 export class AssetJanitor {
   private readonly periodic: Periodic;
 
-  constructor(
-    private readonly db: Db,
-    private readonly store: BlobStore,
-    private readonly probes: MediaProbes,
-    private readonly logger: Logger,
-    private readonly options: { retentionMs: number; intervalMs: number },
-  ) {
+  private readonly db: Db;
+  private readonly store: BlobStore;
+  private readonly probes: MediaProbes;
+  private readonly logger: Logger;
+  private readonly retentionMs: number;
+  private readonly intervalMs: number;
+
+  constructor({ db, store, probes, logger, retentionMs, intervalMs }: AssetJanitorOptions) {
+    this.db = db;
+    this.store = store;
+    this.probes = probes;
+    this.logger = logger;
+    this.retentionMs = retentionMs;
+    this.intervalMs = intervalMs;
     this.periodic = new Periodic(() => this.sweep(), logger, "asset_sweep_failed");
   }
 
   start(): void {
-    if (this.options.retentionMs > 0) this.periodic.start(this.options.intervalMs);
+    if (this.retentionMs > 0) this.periodic.start(this.intervalMs);
   }
 
   async stop(): Promise<void> {
@@ -35,7 +53,7 @@ export class AssetJanitor {
 
   /** One pass over everything stored before `now` minus the retention; returns how many blobs went. */
   async sweep(now = new Date()): Promise<number> {
-    const cutoff = new Date(now.getTime() - this.options.retentionMs);
+    const cutoff = new Date(now.getTime() - this.retentionMs);
     let deleted = 0;
     for (;;) {
       const inputs = await repo.expiredInputs(this.db, cutoff, BATCH);

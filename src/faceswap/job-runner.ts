@@ -4,17 +4,19 @@ import os from "node:os";
 import path from "node:path";
 import * as billing from "../billing/repository.js";
 import type { BlobStore, LocalCopy } from "../platform/blobs/blob-store.js";
+import { JOBS_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { JobRow } from "../platform/db/schema.js";
 import type { Logger } from "../platform/logger.js";
+import { Wakeup } from "../platform/wakeup.js";
 import type { EventSink } from "./events.js";
 import type { JobMetrics } from "./metrics.js";
 import { RenderError, type FaceDetector, type Renderer } from "./renderer.js";
 import * as repo from "./repository.js";
 import { outputKey } from "./rules.js";
 
-export interface JobRunnerOptions {
+export interface JobRunnerSettings {
   /** Jobs this replica renders at once. */
   concurrency: number;
   /** How long a claim lasts without renewal; a crashed worker's job is claimed again after it. */
@@ -25,6 +27,18 @@ export interface JobRunnerOptions {
   pollMs: number;
   /** Load the renderer at start, so the first job does not wait for its models. */
   preload: boolean;
+}
+
+export interface JobRunnerOptions {
+  db: Db;
+  store: BlobStore;
+  renderer: Renderer;
+  detector: FaceDetector;
+  notifications: Notifications;
+  events: EventSink;
+  logger: Logger;
+  metrics: JobMetrics;
+  settings: JobRunnerSettings;
 }
 
 /** Why a running job was stopped without an outcome of its own. */
@@ -40,55 +54,57 @@ export class JobRunner {
   private readonly running = new Map<string, AbortController>();
   private readonly loops: Promise<void>[] = [];
   private stopping = false;
-  private wake: (() => void) | undefined;
+  /** Notices wake every idle worker at once. */
+  private readonly wakeup = new Wakeup();
 
-  constructor(
-    private readonly db: Db,
-    private readonly store: BlobStore,
-    private readonly renderer: Renderer,
-    private readonly detector: FaceDetector,
-    notifications: Notifications,
-    private readonly events: EventSink,
-    private readonly logger: Logger,
-    private readonly metrics: JobMetrics,
-    private readonly options: JobRunnerOptions,
-  ) {
-    notifications.on(repo.JOBS_CHANNEL, (payload) => {
+  private readonly db: Db;
+  private readonly store: BlobStore;
+  private readonly renderer: Renderer;
+  private readonly detector: FaceDetector;
+  private readonly events: EventSink;
+  private readonly logger: Logger;
+  private readonly metrics: JobMetrics;
+  private readonly settings: JobRunnerSettings;
+
+  constructor({ db, store, renderer, detector, notifications, events, logger, metrics, settings }: JobRunnerOptions) {
+    this.db = db;
+    this.store = store;
+    this.renderer = renderer;
+    this.detector = detector;
+    this.events = events;
+    this.logger = logger;
+    this.metrics = metrics;
+    this.settings = settings;
+    notifications.on(JOBS_CHANNEL, (payload) => {
       if (payload.startsWith("cancel:")) this.running.get(payload.slice("cancel:".length))?.abort("canceled" satisfies StopReason);
-      else this.nudge();
+      else this.wakeup.wake();
     });
-    notifications.onReconnect(() => this.nudge());
+    notifications.onReconnect(() => this.wakeup.wake());
   }
 
   start(): void {
-    if (this.options.concurrency === 0) return;
-    if (this.options.preload) {
+    if (this.settings.concurrency === 0) return;
+    if (this.settings.preload) {
       this.renderer
         .prepare()
         .catch((error: unknown) => this.logger.warn({ event: "renderer_prepare_failed", err: error }, "could not load the renderer"));
     }
-    for (let i = 0; i < this.options.concurrency; i++) this.loops.push(this.loop());
+    for (let i = 0; i < this.settings.concurrency; i++) this.loops.push(this.loop());
   }
 
   /** Stops claiming, aborts running jobs and hands them back to the queue for another replica. */
   async stop(): Promise<void> {
     this.stopping = true;
     for (const controller of this.running.values()) controller.abort("shutdown" satisfies StopReason);
-    this.nudge();
+    this.wakeup.wake();
     await Promise.all(this.loops);
-  }
-
-  private nudge(): void {
-    const wake = this.wake;
-    this.wake = undefined;
-    wake?.();
   }
 
   private async loop(): Promise<void> {
     while (!this.stopping) {
       let job: JobRow | undefined;
       try {
-        job = await repo.claimJob(this.db, this.workerId, this.options.leaseMs);
+        job = await repo.claimJob(this.db, this.workerId, this.settings.leaseMs);
       } catch (error) {
         this.logger.error({ event: "job_claim_failed", err: error }, "could not claim a job");
       }
@@ -96,21 +112,13 @@ export class JobRunner {
         await this.run(job);
         continue;
       }
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, this.options.pollMs);
-        const previous = this.wake;
-        this.wake = () => {
-          clearTimeout(timer);
-          previous?.();
-          resolve();
-        };
-      });
+      await this.wakeup.sleep(this.settings.pollMs);
     }
   }
 
   private async run(job: JobRow): Promise<void> {
     const log = this.logger.child({ job_id: job.id, job_type: job.type, attempt: job.attempts });
-    if (job.attempts > this.options.maxAttempts) {
+    if (job.attempts > this.settings.maxAttempts) {
       log.warn({ event: "job_given_up" }, "job lost its worker too many times");
       await this.fail(job, new RenderError("worker_lost", `rendering stopped ${job.attempts - 1} times without finishing`));
       return;
@@ -119,13 +127,13 @@ export class JobRunner {
     this.running.set(job.id, controller);
     const progress = { frames: job.frames_rendered };
     const renewal = setInterval(() => {
-      repo.renewLease(this.db, job.id, this.workerId, this.options.leaseMs, progress.frames).then(
+      repo.renewLease(this.db, job.id, this.workerId, this.settings.leaseMs, progress.frames).then(
         (mine) => {
           if (!mine) controller.abort("lease_lost" satisfies StopReason);
         },
         (error: unknown) => log.warn({ event: "job_lease_renewal_failed", err: error }, "lease renewal failed"),
       );
-    }, renewalMs(this.options.leaseMs));
+    }, renewalMs(this.settings.leaseMs));
     const workDir = await fs.mkdtemp(path.join(os.tmpdir(), "atrium-job-"));
     const copies: LocalCopy[] = [];
     const local = async (key: string) => {

@@ -200,9 +200,6 @@ export async function disableJob(db: Db, accountId: string, id: string): Promise
   return before.output_keys;
 }
 
-/** Wakes every replica's job workers (a job was queued). */
-export const JOBS_CHANNEL = "faceswap_jobs";
-
 /** Hands a claimed job back to the queue at once (this replica is shutting down). */
 export async function releaseJob(db: Db, id: string, workerId: string): Promise<void> {
   await db

@@ -7,6 +7,7 @@ import * as billing from "../billing/repository.js";
 import type { Principal } from "../platform/auth.js";
 import type { BlobStore } from "../platform/blobs/blob-store.js";
 import type { UrlSigner } from "../platform/blobs/signed-urls.js";
+import { JOBS_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { FaceSwapMode, JobRow, JobSpec, StyleVersion } from "../platform/db/schema.js";
@@ -58,18 +59,38 @@ export interface CreatedJob {
 const PROJECT_PAGES = { defaultSize: 20, maxSize: 100 };
 const DEFAULT_CONFIDENCE = 0.5;
 
+export interface FaceSwapServiceOptions {
+  db: Db;
+  store: BlobStore;
+  signer: UrlSigner;
+  sources: SourceResolver;
+  notifications: Notifications;
+  events: EventSink;
+  uploadLimits: UploadLimits;
+  metrics: JobMetrics;
+}
+
 /** The face swap rules: uploads, job creation with credit reservation, and the account's projects. */
 export class FaceSwapService {
-  constructor(
-    private readonly db: Db,
-    private readonly store: BlobStore,
-    private readonly signer: UrlSigner,
-    private readonly sources: SourceResolver,
-    private readonly notifications: Notifications,
-    private readonly events: EventSink,
-    private readonly uploadLimits: UploadLimits,
-    private readonly metrics: JobMetrics,
-  ) {}
+  private readonly db: Db;
+  private readonly store: BlobStore;
+  private readonly signer: UrlSigner;
+  private readonly sources: SourceResolver;
+  private readonly notifications: Notifications;
+  private readonly events: EventSink;
+  private readonly uploadLimits: UploadLimits;
+  private readonly metrics: JobMetrics;
+
+  constructor({ db, store, signer, sources, notifications, events, uploadLimits, metrics }: FaceSwapServiceOptions) {
+    this.db = db;
+    this.store = store;
+    this.signer = signer;
+    this.sources = sources;
+    this.notifications = notifications;
+    this.events = events;
+    this.uploadLimits = uploadLimits;
+    this.metrics = metrics;
+  }
 
   createUploadUrls(principal: Principal, items: UploadItem[], now = new Date()) {
     const violations = new Violations();
@@ -161,7 +182,7 @@ export class FaceSwapService {
       await this.reportShortfall(accountId, shortfall);
       throw shortfall.toRpcError();
     }
-    this.notifications.signal(repo.JOBS_CHANNEL, "queued");
+    this.notifications.signal(JOBS_CHANNEL, "queued");
     return { id: job.id, credits, deprecationWarning: checked.deprecated ? DEPRECATED_SIZE : undefined };
   }
 
@@ -192,7 +213,7 @@ export class FaceSwapService {
     // It finished in the meantime: report what it is now.
     if (!canceled) return this.cancelProject(principal, id);
     this.metrics.finished(canceled.type, "canceled");
-    this.notifications.signal(repo.JOBS_CHANNEL, `cancel:${job.id}`);
+    this.notifications.signal(JOBS_CHANNEL, `cancel:${job.id}`);
     return canceled;
   }
 
@@ -232,7 +253,7 @@ export class FaceSwapService {
       framesTotal: 0,
       credits: 0,
     });
-    this.notifications.signal(repo.JOBS_CHANNEL, "queued");
+    this.notifications.signal(JOBS_CHANNEL, "queued");
     return job.id;
   }
 

@@ -25,6 +25,13 @@ export interface SourceLimits {
   fetchTimeoutMs: number;
 }
 
+export interface SourceResolverOptions {
+  store: BlobStore;
+  probes: MediaProbes;
+  guard: SsrfGuard;
+  limits: SourceLimits;
+}
+
 const MAX_REDIRECTS = 5;
 
 /**
@@ -34,13 +41,16 @@ const MAX_REDIRECTS = 5;
  */
 export class SourceResolver {
   private readonly agent: Agent;
+  private readonly store: BlobStore;
+  private readonly probes: MediaProbes;
+  private readonly guard: SsrfGuard;
+  private readonly limits: SourceLimits;
 
-  constructor(
-    private readonly store: BlobStore,
-    private readonly probes: MediaProbes,
-    private readonly guard: SsrfGuard,
-    private readonly limits: SourceLimits,
-  ) {
+  constructor({ store, probes, guard, limits }: SourceResolverOptions) {
+    this.store = store;
+    this.probes = probes;
+    this.guard = guard;
+    this.limits = limits;
     this.agent = new Agent({ connect: { lookup: guard.connectLookup() } });
   }
 

@@ -1,3 +1,4 @@
+import { NAMESPACES_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { Logger } from "../platform/logger.js";
@@ -6,8 +7,6 @@ import { loadNamespaces, registryFingerprint, type NamespaceView, type RegistryF
 
 /** How long a mismatch may be explained by notices still on their way before the cache is dropped. */
 const SETTLE_MS = 1_000;
-
-export const NAMESPACES_CHANNEL = "namespaces";
 
 /**
  * Every namespace in memory, so Get and List never touch the database on the hot path. Writes on

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import type { Namespace } from "../../gen/v1/namespace.js";
 import { isAdmin, type Principal } from "../platform/auth.js";
 import { checkBatchSize, settle, type BatchResult } from "../platform/batch.js";
+import { NAMESPACES_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
 import type { NamespaceRow } from "../platform/db/schema.js";
 import type { Notifications } from "../platform/db/notifications.js";
@@ -15,7 +16,7 @@ import {
   unauthenticated,
   Violations,
 } from "../platform/errors.js";
-import { NAMESPACES_CHANNEL, type NamespaceCache } from "./cache.js";
+import type { NamespaceCache } from "./cache.js";
 import * as repo from "./repository.js";
 import type { NamespaceView } from "./repository.js";
 import {

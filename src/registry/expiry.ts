@@ -1,11 +1,19 @@
+import { NAMESPACES_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { Logger } from "../platform/logger.js";
 import { Periodic } from "../platform/periodic.js";
-import { NAMESPACES_CHANNEL } from "../namespaces/cache.js";
 import { expireInstances } from "./repository.js";
 
 const BATCH = 1_000;
+
+export interface ExpirySweeperOptions {
+  db: Db;
+  notifications: Notifications;
+  logger: Logger;
+  /** How often to sweep. */
+  intervalMs: number;
+}
 
 /**
  * Marks instances unhealthy once their TTL has passed without a heartbeat. Every replica sweeps;
@@ -14,13 +22,16 @@ const BATCH = 1_000;
  */
 export class ExpirySweeper {
   private readonly periodic: Periodic;
+  private readonly db: Db;
+  private readonly notifications: Notifications;
+  private readonly logger: Logger;
+  private readonly intervalMs: number;
 
-  constructor(
-    private readonly db: Db,
-    private readonly notifications: Notifications,
-    private readonly logger: Logger,
-    private readonly intervalMs: number,
-  ) {
+  constructor({ db, notifications, logger, intervalMs }: ExpirySweeperOptions) {
+    this.db = db;
+    this.notifications = notifications;
+    this.logger = logger;
+    this.intervalMs = intervalMs;
     this.periodic = new Periodic(() => this.sweep(), logger, "expiry_sweep_failed");
   }
 

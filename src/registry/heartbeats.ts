@@ -1,17 +1,12 @@
 import { sql } from "kysely";
+import { NAMESPACES_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { Logger } from "../platform/logger.js";
-import { NAMESPACES_CHANNEL } from "../namespaces/cache.js";
+import { TickBatcher } from "../platform/tick-batcher.js";
 import { renewInstances, type HeartbeatOutcome, type HeartbeatTarget } from "./repository.js";
 
 const MAX_BATCH = 2_000;
-
-interface Waiter {
-  target: HeartbeatTarget;
-  resolve(outcome: HeartbeatOutcome | undefined): void;
-  reject(error: unknown): void;
-}
 
 /**
  * Heartbeats arrive by the thousand per second and each only moves a timestamp, so they are written
@@ -21,8 +16,10 @@ interface Waiter {
  * notify the namespace cache.
  */
 export class HeartbeatBatcher {
-  private pending: Waiter[] = [];
-  private flushing: Promise<void> | undefined;
+  private readonly batcher = new TickBatcher<HeartbeatTarget, HeartbeatOutcome | undefined>({
+    write: (targets) => this.write(targets),
+    maxBatch: MAX_BATCH,
+  });
 
   constructor(
     private readonly db: Db,
@@ -32,50 +29,32 @@ export class HeartbeatBatcher {
 
   /** Renews the instance; undefined when no such instance is in that namespace and service. */
   renew(target: HeartbeatTarget): Promise<HeartbeatOutcome | undefined> {
-    return new Promise((resolve, reject) => {
-      this.pending.push({ target, resolve, reject });
-      this.flushing ??= this.drain();
-    });
+    return this.batcher.add(target);
   }
 
-  /** Waits for every queued heartbeat to be written. */
-  async idle(): Promise<void> {
-    while (this.flushing) await this.flushing;
-  }
-
-  private async drain(): Promise<void> {
-    // Let the heartbeats that arrive in the same tick join the first batch.
-    await new Promise((resolve) => setImmediate(resolve));
-    while (this.pending.length > 0) {
-      const batch = this.pending.splice(0, MAX_BATCH);
-      try {
-        const outcomes = await this.write(batch.map((w) => w.target));
-        for (const waiter of batch) waiter.resolve(outcomes.get(waiter.target.instanceId));
-      } catch (error) {
-        this.logger.error({ event: "heartbeat_batch_failed", size: batch.length, err: error }, "heartbeat batch failed");
-        for (const waiter of batch) waiter.reject(error);
-      }
+  private async write(targets: HeartbeatTarget[]): Promise<(HeartbeatOutcome | undefined)[]> {
+    try {
+      const unique = [...new Map(targets.map((t) => [t.instanceId, t])).values()];
+      const outcomes = await this.db.transaction().execute(async (tx) => {
+        await sql`set local synchronous_commit = off`.execute(tx);
+        return renewInstances(tx, unique);
+      });
+      await this.notifications.publishAll(
+        NAMESPACES_CHANNEL,
+        outcomes.filter((o) => o.revived).map((o) => o.namespace),
+      );
+      // A target naming the right instance under the wrong namespace or service finds nothing.
+      const byId = new Map(outcomes.map((o) => [o.instanceId, o]));
+      const found = new Map(
+        targets.flatMap((t) => {
+          const outcome = byId.get(t.instanceId);
+          return outcome && outcome.namespace === t.namespace ? [[t.instanceId, outcome]] : [];
+        }),
+      );
+      return targets.map((t) => found.get(t.instanceId));
+    } catch (error) {
+      this.logger.error({ event: "heartbeat_batch_failed", size: targets.length, err: error }, "heartbeat batch failed");
+      throw error;
     }
-    this.flushing = undefined;
-  }
-
-  private async write(targets: HeartbeatTarget[]): Promise<Map<string, HeartbeatOutcome>> {
-    const unique = [...new Map(targets.map((t) => [t.instanceId, t])).values()];
-    const outcomes = await this.db.transaction().execute(async (tx) => {
-      await sql`set local synchronous_commit = off`.execute(tx);
-      return renewInstances(tx, unique);
-    });
-    await this.notifications.publishAll(
-      NAMESPACES_CHANNEL,
-      outcomes.filter((o) => o.revived).map((o) => o.namespace),
-    );
-    // A target naming the right instance under the wrong namespace or service finds nothing.
-    const byId = new Map(outcomes.map((o) => [o.instanceId, o]));
-    return new Map(
-      targets.flatMap((t) => {
-        const outcome = byId.get(t.instanceId);
-        return outcome && outcome.namespace === t.namespace ? [[t.instanceId, outcome]] : [];
-      }),
-    );
   }
 }

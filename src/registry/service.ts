@@ -8,12 +8,13 @@ import type {
 } from "../../gen/v1/registry_service.js";
 import { isAdmin, type Principal } from "../platform/auth.js";
 import { checkBatchSize, settle, type BatchResult } from "../platform/batch.js";
+import { NAMESPACES_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import { Code, notFound, permissionDenied, RpcError, Violations } from "../platform/errors.js";
 import { isUuid } from "../platform/ids.js";
 import { pageOf } from "../platform/paging.js";
-import { NAMESPACES_CHANNEL, type NamespaceCache } from "../namespaces/cache.js";
+import type { NamespaceCache } from "../namespaces/cache.js";
 import { checkMetadata, checkName } from "../namespaces/rules.js";
 import type { HeartbeatBatcher } from "./heartbeats.js";
 import * as repo from "./repository.js";
@@ -31,17 +32,30 @@ const UPDATABLE = ["weight", "metadata", "isolate"] as const;
 const MAX_HEARTBEATS_PER_CALL = 1_000;
 const SERVICE_PAGES = { defaultSize: 100, maxSize: 1000 };
 
+export interface RegistryServiceOptions {
+  db: Db;
+  notifications: Notifications;
+  /** The namespace cache, whose counts registry writes change. */
+  namespaces: NamespaceCache;
+  heartbeats: HeartbeatBatcher;
+}
+
 /**
  * Services and instances. Writes that change a namespace's counts notify the namespace cache on
  * every replica; heartbeats go through the batcher and notify only when health comes back.
  */
 export class RegistryService {
-  constructor(
-    private readonly db: Db,
-    private readonly notifications: Notifications,
-    private readonly namespaces: NamespaceCache,
-    private readonly heartbeats: HeartbeatBatcher,
-  ) {}
+  private readonly db: Db;
+  private readonly notifications: Notifications;
+  private readonly namespaces: NamespaceCache;
+  private readonly heartbeats: HeartbeatBatcher;
+
+  constructor({ db, notifications, namespaces, heartbeats }: RegistryServiceOptions) {
+    this.db = db;
+    this.notifications = notifications;
+    this.namespaces = namespaces;
+    this.heartbeats = heartbeats;
+  }
 
   async register(principal: Principal, request: RegisterInstanceRequest): Promise<InstanceView> {
     const violations = new Violations();

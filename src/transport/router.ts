@@ -16,6 +16,13 @@ export interface RoutedMethod {
   invoke(request: unknown, call: IncomingCall): Promise<CallResult<unknown>>;
 }
 
+export interface RouterOptions {
+  services: ServiceImplementation[];
+  authenticate: Authenticator;
+  logger: Logger;
+  metrics: Metrics;
+}
+
 /**
  * The interceptor chain every call goes through, the same for gRPC and HTTP: request id, deadline,
  * authentication and scope, the handler, error mapping (anything that is not an RpcError becomes an
@@ -25,13 +32,12 @@ export class Router {
   readonly methods = new Map<string, RoutedMethod>();
   private readonly requests: Counter<"method" | "code" | "transport">;
   private readonly durations: Histogram<"method" | "transport">;
+  private readonly authenticate: Authenticator;
+  private readonly logger: Logger;
 
-  constructor(
-    services: ServiceImplementation[],
-    private readonly authenticate: Authenticator,
-    private readonly logger: Logger,
-    metrics: Metrics,
-  ) {
+  constructor({ services, authenticate, logger, metrics }: RouterOptions) {
+    this.authenticate = authenticate;
+    this.logger = logger;
     this.requests = metrics.counter("atrium_rpc_requests_total", "Calls finished, by method, status code and transport.", [
       "method",
       "code",

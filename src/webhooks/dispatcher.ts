@@ -1,13 +1,15 @@
+import { WEBHOOK_DELIVERIES_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { Logger } from "../platform/logger.js";
 import type { Counter, Metrics } from "../platform/metrics.js";
+import { TickBatcher } from "../platform/tick-batcher.js";
+import { Wakeup } from "../platform/wakeup.js";
 import type { WebhookHttpClient } from "./outbound.js";
 import * as repo from "./repository.js";
 import type { ClaimedDelivery } from "./repository.js";
 import { signBody } from "./signature.js";
 
-const DELIVERIES_CHANNEL = "webhook_deliveries";
 /** The first attempt and up to 3 retries: with the 1x, 2x, 4x backoff, a receiver gets about 7 s to come back. */
 const MAX_ATTEMPTS = 4;
 /** A webhook with this many failed deliveries in a row is disabled, so a dead receiver stops costing attempts. */
@@ -30,6 +32,15 @@ export interface DispatcherSettings {
   historyLimit: number;
 }
 
+export interface DispatcherOptions {
+  db: Db;
+  http: WebhookHttpClient;
+  notifications: Notifications;
+  logger: Logger;
+  metrics: Metrics;
+  settings: DispatcherSettings;
+}
+
 export interface AttemptResult {
   success: boolean;
   status: number;
@@ -46,26 +57,27 @@ export class Dispatcher {
   private readonly inFlight = new Set<Promise<void>>();
   /** The loop, waiting for this many free slots before its next claim. */
   private slotWaiter: { slots: number; resolve: () => void } | undefined;
-  /** Outcomes waiting to be recorded; those finished in the same tick go in one statement. */
-  private unrecorded: { outcome: repo.AttemptOutcome; done: (disabled: boolean) => void; failed: (e: unknown) => void }[] = [];
-  private recording: Promise<void> | undefined;
+  /** Outcomes finished in the same tick are recorded in one statement, one statement at a time. */
+  private readonly recorder = new TickBatcher<repo.AttemptOutcome, boolean>({ write: (outcomes) => this.recordAll(outcomes) });
   private readonly sinceLastPrune = new Map<string, number>();
   private running: Promise<void> | undefined;
   private stopped = false;
-  private wake: (() => void) | undefined;
-  /** A wake-up that came while the loop was busy; the next idle() returns at once. */
-  private woken = false;
+  /** Notices and retries scheduled here cut the loop's idle sleep short. */
+  private readonly wakeup = new Wakeup();
   private readonly attempts: Counter<"outcome">;
+  private readonly db: Db;
+  private readonly http: WebhookHttpClient;
+  private readonly notifications: Notifications;
+  private readonly logger: Logger;
+  private readonly settings: DispatcherSettings;
 
-  constructor(
-    private readonly db: Db,
-    private readonly http: WebhookHttpClient,
-    private readonly notifications: Notifications,
-    private readonly logger: Logger,
-    private readonly settings: DispatcherSettings,
-    metrics: Metrics,
-  ) {
-    notifications.on(DELIVERIES_CHANNEL, () => this.nudge());
+  constructor({ db, http, notifications, logger, metrics, settings }: DispatcherOptions) {
+    this.db = db;
+    this.http = http;
+    this.notifications = notifications;
+    this.logger = logger;
+    this.settings = settings;
+    notifications.on(WEBHOOK_DELIVERIES_CHANNEL, () => this.wakeup.wake());
     this.attempts = metrics.counter("atrium_webhook_deliveries_total", "Delivery attempts recorded, by outcome.", ["outcome"]);
   }
 
@@ -76,22 +88,17 @@ export class Dispatcher {
   /** Stops claiming, and waits for the attempts in flight to be recorded. */
   async stop(): Promise<void> {
     this.stopped = true;
-    this.nudge();
+    this.wakeup.wake();
     await this.running;
     await Promise.all(this.inFlight);
-    await this.recording;
+    await this.recorder.idle();
     await this.http.close();
   }
 
   /** Tells every replica's dispatcher that deliveries are due. */
   wakeAll(): void {
-    this.nudge();
-    this.notifications.signal(DELIVERIES_CHANNEL, "");
-  }
-
-  private nudge(): void {
-    this.woken = true;
-    this.wake?.();
+    this.wakeup.wake();
+    this.notifications.signal(WEBHOOK_DELIVERIES_CHANNEL, "");
   }
 
   /** Sends one attempt of a claimed delivery and records its outcome. */
@@ -112,7 +119,7 @@ export class Dispatcher {
       delivery.retries && retryable && delivery.attempt < MAX_ATTEMPTS
         ? new Date(Date.now() + this.settings.retryBaseMs * 2 ** (delivery.attempt - 1))
         : undefined;
-    const disabled = await this.record({
+    const disabled = await this.recorder.add({
       deliveryId: delivery.id,
       webhookId: delivery.webhook_id,
       attempt: delivery.attempt,
@@ -142,7 +149,7 @@ export class Dispatcher {
       "webhook attempt",
     );
     // The loop may be asleep until a later due time; a retry due sooner must wake it.
-    if (retryAt) this.nudge();
+    if (retryAt) this.wakeup.wake();
     if (disabled) {
       this.logger.warn({ event: "webhook_disabled", webhook_id: delivery.webhook_id }, "webhook disabled after repeated failures");
     }
@@ -153,35 +160,13 @@ export class Dispatcher {
     return { success, status: result.status, error: result.error ?? "" };
   }
 
-  /** Resolves once the outcome is recorded, with whether it disabled the webhook. */
-  private record(outcome: repo.AttemptOutcome): Promise<boolean> {
-    return new Promise((done, failed) => {
-      this.unrecorded.push({ outcome, done, failed });
-      if (this.unrecorded.length === 1 && !this.recording) setImmediate(() => this.flushRecords());
-    });
-  }
-
-  private flushRecords(): void {
-    if (this.recording || this.unrecorded.length === 0) return;
-    const batch = this.unrecorded;
-    this.unrecorded = [];
-    this.recording = repo
-      .recordAttempts(this.db, batch.map((b) => b.outcome), DISABLE_AT)
-      .then(
-        (disabled) => {
-          // The webhook's last final outcome in the batch is the one that disabled it.
-          const disabler = new Map<string, (typeof batch)[number]>();
-          for (const b of batch) if (b.outcome.final && disabled.includes(b.outcome.webhookId)) disabler.set(b.outcome.webhookId, b);
-          for (const b of batch) b.done(disabler.get(b.outcome.webhookId) === b);
-        },
-        (error: unknown) => {
-          for (const b of batch) b.failed(error);
-        },
-      )
-      .finally(() => {
-        this.recording = undefined;
-        this.flushRecords();
-      });
+  /** Records the outcomes; says for each whether it disabled its webhook. */
+  private async recordAll(outcomes: repo.AttemptOutcome[]): Promise<boolean[]> {
+    const disabled = await repo.recordAttempts(this.db, outcomes, DISABLE_AT);
+    // The webhook's last final outcome in the batch is the one that disabled it.
+    const disabler = new Map<string, repo.AttemptOutcome>();
+    for (const o of outcomes) if (o.final && disabled.includes(o.webhookId)) disabler.set(o.webhookId, o);
+    return outcomes.map((o) => disabler.get(o.webhookId) === o);
   }
 
   private async loop(): Promise<void> {
@@ -212,7 +197,7 @@ export class Dispatcher {
 
   /** Waits for a notice, a retry scheduled here, the next due retry, or the poll interval. */
   private async idle(): Promise<void> {
-    this.woken = false;
+    const since = this.wakeup.mark();
     let delay = IDLE_POLL_MS;
     try {
       const due = await repo.nextDueAt(this.db);
@@ -220,16 +205,8 @@ export class Dispatcher {
     } catch {
       // keep the poll interval
     }
-    if (delay === 0 || this.stopped || this.woken) return;
-    await new Promise<void>((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.wake = undefined;
-        resolve();
-      };
-      const timer = setTimeout(done, delay);
-      this.wake = done;
-    });
+    if (this.stopped) return;
+    await this.wakeup.sleep(delay, since);
   }
 
   private async send(delivery: ClaimedDelivery): Promise<void> {

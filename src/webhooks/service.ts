@@ -9,6 +9,7 @@ import { EVENT_NAME } from "./events.js";
 import * as repo from "./repository.js";
 import { generateSecret } from "./signature.js";
 import type { SsrfGuard, UrlProblem } from "../platform/ssrf.js";
+import { TickBatcher } from "../platform/tick-batcher.js";
 
 const MAX_EVENTS = 64;
 const MAX_DESCRIPTION = 1_000;
@@ -25,12 +26,14 @@ const URL_PROBLEMS: Record<UrlProblem, string> = {
 
 /** Webhook subscriptions of the caller's account, event publishing, and the test delivery. */
 export class WebhookService {
-  /** Events published in this tick, stored together by one statement at its end. */
-  private unpublished: {
-    event: repo.NewEvent;
-    done: (result: { eventId: string; deliveries: number }) => void;
-    failed: (e: unknown) => void;
-  }[] = [];
+  /**
+   * Events published in the same tick are stored by one statement; a tick's statement does not wait
+   * for the previous one, so a slow commit never holds back the publishers that follow.
+   */
+  private readonly publisher = new TickBatcher<repo.NewEvent, { eventId: string; deliveries: number }>({
+    write: (events) => this.store(events),
+    overlap: true,
+  });
 
   constructor(
     private readonly db: Db,
@@ -150,28 +153,18 @@ export class WebhookService {
     if (!isUuid(accountId)) violations.add("account_id", "must be an account id (a UUID)");
     violations.throwIfAny();
     const occurredAt = new Date();
-    return new Promise((done, failed) => {
-      this.unpublished.push({
-        event: { accountId, name: request.event, body: eventBody(request.event, occurredAt, request.data ?? {}), occurredAt },
-        done,
-        failed,
-      });
-      if (this.unpublished.length === 1) setImmediate(() => this.flushPublished());
+    return this.publisher.add({
+      accountId,
+      name: request.event,
+      body: eventBody(request.event, occurredAt, request.data ?? {}),
+      occurredAt,
     });
   }
 
-  private flushPublished(): void {
-    const batch = this.unpublished;
-    this.unpublished = [];
-    repo.insertEventsWithDeliveries(this.db, batch.map((b) => b.event)).then(
-      (results) => {
-        if (results.some((r) => r.deliveries > 0)) this.dispatcher.wakeAll();
-        batch.forEach((b, i) => b.done(results[i]!));
-      },
-      (error: unknown) => {
-        for (const b of batch) b.failed(error);
-      },
-    );
+  private async store(events: repo.NewEvent[]): Promise<{ eventId: string; deliveries: number }[]> {
+    const results = await repo.insertEventsWithDeliveries(this.db, events);
+    if (results.some((r) => r.deliveries > 0)) this.dispatcher.wakeAll();
+    return results;
   }
 
   /** An event of another capability (EventSink), written inside that capability's transaction `db`. */

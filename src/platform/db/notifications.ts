@@ -1,6 +1,8 @@
 import { randomUUID } from "node:crypto";
 import pg from "pg";
 import type { Logger } from "../logger.js";
+import { ACK_CHANNEL } from "./channels.js";
+import { TickBatcher } from "../tick-batcher.js";
 
 type Listener = (payload: string) => void;
 
@@ -11,18 +13,15 @@ interface AckWaiter {
   finish(): void;
 }
 
+/** A notice to send, or (channel ACK_CHANNEL) the id of a notice to acknowledge. */
 interface Outgoing {
   channel: string;
   payload: string;
-  /** Set for a published notice (not for an acknowledgement). */
+  /** Set for a published notice. */
   waiter?: AckWaiter;
-  /** Set for an acknowledgement: how many ids its payload joins. */
-  acks?: number;
 }
 
 const ACK_TIMEOUT_MS = 1_000;
-/** Every replica acknowledges each notice it has delivered here, with notice ids as payload. */
-const ACK_CHANNEL = "atrium_ack";
 /** The application_name of a listening connection, set once it listens on every channel. */
 const LISTENER_NAME = "atrium-listen";
 /** A notice on the wire: `<uuid>:<payload>`. */
@@ -53,8 +52,11 @@ export class Notifications {
   private readonly listeners = new Map<string, Set<Listener>>();
   private readonly reconnectListeners = new Set<() => void>();
   private readonly ackWaiters = new Map<string, AckWaiter>();
-  private outbox: Outgoing[] = [];
-  private sending: Promise<void> | undefined;
+  /** Notices and acknowledgements of one tick go out in one statement, one statement at a time. */
+  private readonly outbox = new TickBatcher<Outgoing>({
+    write: (batch) => this.sendAll(batch),
+    ready: () => this.client !== undefined,
+  });
   private closed = false;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private reconnectDelay = RECONNECT_MIN_MS;
@@ -99,13 +101,13 @@ export class Notifications {
         },
       };
       this.ackWaiters.set(id, waiter);
-      this.send({ channel, payload: `${id}:${payload}`, waiter });
+      void this.outbox.add({ channel, payload: `${id}:${payload}`, waiter });
     });
   }
 
   /** A wake-up call for other replicas: sent with the next batch, not acknowledged, not awaited. */
   signal(channel: string, payload: string): void {
-    this.send({ channel, payload });
+    void this.outbox.add({ channel, payload });
   }
 
   /** Publishes several notices on one channel; resolves when all are acknowledged. */
@@ -116,49 +118,34 @@ export class Notifications {
   async stop(): Promise<void> {
     this.closed = true;
     clearTimeout(this.reconnectTimer);
-    await this.sending;
+    await this.outbox.idle();
     const client = this.client;
     this.client = undefined;
     await client?.end().catch(() => undefined);
   }
 
-  private send(message: Outgoing): void {
-    this.outbox.push(message);
-    if (this.outbox.length === 1 && !this.sending) setImmediate(() => this.flush());
-  }
-
-  /** Sends everything queued in one statement, one statement at a time on this connection. */
-  private flush(): void {
-    const client = this.client;
-    if (this.sending || this.outbox.length === 0 || !client) return;
-    const batch = this.outbox;
-    this.outbox = [];
-    const channels = batch.map((m) => m.channel);
-    const payloads = batch.map((m) => m.payload);
-    this.sending = client
-      .query<{ replicas: number }>(
+  /** Sends the batch in one statement; a failure is logged, never thrown (the waiters time out). */
+  private async sendAll(batch: Outgoing[]): Promise<[]> {
+    const messages = joinAcknowledgements(batch);
+    try {
+      const { rows } = await this.client!.query<{ replicas: number }>(
         `with sent as (select pg_notify(c, p) from unnest($1::text[], $2::text[]) as t(c, p))
          select (select count(*) from sent) as sent,
                 (select count(*)::int from pg_stat_activity
                   where datname = current_database() and application_name = $3) as replicas`,
-        [channels, payloads, LISTENER_NAME],
-      )
-      .then(({ rows }) => {
-        const replicas = rows[0]?.replicas ?? 0;
-        for (const { waiter } of batch) {
-          if (!waiter) continue;
-          waiter.expected = replicas;
-          if (waiter.received >= waiter.expected) waiter.finish();
-        }
-      })
-      .catch((error: unknown) => {
-        // The waiters time out; caches elsewhere catch up through their periodic check.
-        this.logger.warn({ event: "notify_failed", count: batch.length, err: error }, "could not send notices");
-      })
-      .finally(() => {
-        this.sending = undefined;
-        if (this.outbox.length > 0) this.flush();
-      });
+        [messages.map((m) => m.channel), messages.map((m) => m.payload), LISTENER_NAME],
+      );
+      const replicas = rows[0]?.replicas ?? 0;
+      for (const { waiter } of messages) {
+        if (!waiter) continue;
+        waiter.expected = replicas;
+        if (waiter.received >= waiter.expected) waiter.finish();
+      }
+    } catch (error) {
+      // The waiters time out; caches elsewhere catch up through their periodic check.
+      this.logger.warn({ event: "notify_failed", count: messages.length, err: error }, "could not send notices");
+    }
+    return [];
   }
 
   private async connect(): Promise<void> {
@@ -180,7 +167,7 @@ export class Notifications {
     // Writers count this connection (and wait for its acknowledgements) only from now on.
     await client.query(`SET application_name TO ${pg.escapeLiteral(LISTENER_NAME)}`);
     this.client = client;
-    this.flush();
+    this.outbox.flush();
   }
 
   private scheduleReconnect(): void {
@@ -223,12 +210,23 @@ export class Notifications {
 
   /** Joins the id to the acknowledgement being gathered this tick. */
   private acknowledge(id: string): void {
-    const last = this.outbox.at(-1);
-    if (last?.acks !== undefined && last.acks < IDS_PER_ACK) {
-      last.payload += `,${id}`;
-      last.acks++;
+    void this.outbox.add({ channel: ACK_CHANNEL, payload: id });
+  }
+}
+
+/** Joins the acknowledgements that follow one another into payloads of up to IDS_PER_ACK ids. */
+function joinAcknowledgements(batch: Outgoing[]): Outgoing[] {
+  const messages: Outgoing[] = [];
+  let idsInLast = 0;
+  for (const message of batch) {
+    const last = messages.at(-1);
+    if (message.channel === ACK_CHANNEL && last?.channel === ACK_CHANNEL && idsInLast < IDS_PER_ACK) {
+      last.payload += `,${message.payload}`;
+      idsInLast++;
     } else {
-      this.send({ channel: ACK_CHANNEL, payload: id, acks: 1 });
+      messages.push({ ...message });
+      idsInLast = 1;
     }
   }
+  return messages;
 }

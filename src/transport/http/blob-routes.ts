@@ -9,18 +9,20 @@ import type { HttpRoute } from "./server.js";
 
 const PREFIX = "/blobs/";
 
+export interface BlobRoutesOptions {
+  store: BlobStore;
+  signer: UrlSigner;
+  logger: Logger;
+  /** Runs after an upload is stored, before the client hears 200 (the media probe). */
+  onUploaded: (key: string, size: number) => Promise<unknown>;
+}
+
 /**
  * `/blobs/<key>`: the targets of signed URLs. PUT streams an upload into the blob store (413 past
  * the signed size limit); GET and HEAD serve a blob with range requests. The signature is the only
  * credential, as with presigned S3 URLs.
  */
-export function blobRoutes(
-  store: BlobStore,
-  signer: UrlSigner,
-  logger: Logger,
-  /** Runs after an upload is stored, before the client hears 200 (the media probe). */
-  onUploaded: (key: string, size: number) => Promise<unknown>,
-): HttpRoute {
+export function blobRoutes({ store, signer, logger, onUploaded }: BlobRoutesOptions): HttpRoute {
   return async (req, res, target) => {
     if (!target.pathname.startsWith(PREFIX)) return false;
     const key = decodeKey(target.pathname.slice(PREFIX.length));

@@ -15,14 +15,18 @@ export interface HttpServer {
   shutdown(graceMs: number): Promise<void>;
 }
 
-export async function startHttpServer(
-  transcoder: Transcoder,
-  routes: HttpRoute[],
-  host: string,
-  port: number,
-  logger: Logger,
-  isServing: () => boolean,
-): Promise<HttpServer> {
+export interface HttpServerOptions {
+  transcoder: Transcoder;
+  /** Tried in order before the transcoder. */
+  routes: HttpRoute[];
+  host: string;
+  port: number;
+  logger: Logger;
+  /** What /healthz reports. */
+  isServing: () => boolean;
+}
+
+export async function startHttpServer({ transcoder, routes, host, port, logger, isServing }: HttpServerOptions): Promise<HttpServer> {
   // No bound on a whole request (a 2 GiB upload takes a while); headers must arrive within 60 s and a
   // connection that goes quiet for 120 s is dropped, which still stops slow-loris clients.
   const server = http.createServer({ keepAliveTimeout: 5_000, requestTimeout: 0, headersTimeout: 60_000 }, (req, res) => {

@@ -1,0 +1,23 @@
+import type { Platform } from "../platform/module.js";
+import type { Capability } from "../transport/module.js";
+import { NamespaceCache } from "./cache.js";
+import { namespaceService } from "./handlers.js";
+import { NamespaceService } from "./service.js";
+
+export interface NamespacesModule extends Capability {
+  service: NamespaceService;
+  cache: NamespaceCache;
+}
+
+/** Namespaces over an in-memory cache; start() begins the cache's periodic comparison with the database. */
+export function namespacesModule({ config, db, notifications, logger }: Platform): NamespacesModule {
+  const cache = new NamespaceCache(db, notifications, logger);
+  const service = new NamespaceService(db, notifications, cache);
+  return {
+    service,
+    cache,
+    services: [namespaceService(service)],
+    start: () => cache.startChecks(config.cacheCheckMs),
+    stop: () => cache.stopChecks(),
+  };
+}
