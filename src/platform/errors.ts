@@ -33,11 +33,14 @@ export class RpcError extends Error {
   readonly metadata: Readonly<Record<string, string>>;
 
   constructor(code: Code, message: string, options: RpcErrorOptions = {}) {
-    super(message);
+    super(bounded(message, MAX_MESSAGE_CHARS));
     this.name = "RpcError";
     this.code = code;
     this.reason = options.reason ?? Code[code];
-    this.fieldViolations = options.fieldViolations ?? [];
+    this.fieldViolations = (options.fieldViolations ?? []).map(({ field, description }) => ({
+      field: bounded(field, MAX_FIELD_CHARS),
+      description: bounded(description, MAX_MESSAGE_CHARS),
+    }));
     this.metadata = options.metadata ?? {};
   }
 
@@ -54,6 +57,17 @@ export class RpcError extends Error {
   }
 }
 
+/**
+ * Messages often quote what the caller sent (a name, an id); a 100,000-character id must not come
+ * back whole, nor swell the gRPC trailers past what a client accepts (which breaks its connection).
+ */
+const MAX_MESSAGE_CHARS = 1024;
+const MAX_FIELD_CHARS = 256;
+
+function bounded(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
 function typeUrl(typeName: string): string {
   return `type.googleapis.com/${typeName}`;
 }
@@ -62,6 +76,14 @@ function typeUrl(typeName: string): string {
 export function invalidArgument(violations: FieldViolation[], reason = "INVALID_ARGUMENT"): RpcError {
   const message = violations.map((v) => `${v.field}: ${v.description}`).join("; ");
   return new RpcError(Code.INVALID_ARGUMENT, message, { reason, fieldViolations: violations });
+}
+
+/** What the caller sees of a fault that is not theirs: the request id, to quote when reporting it. */
+export function internalError(requestId: string): RpcError {
+  return new RpcError(Code.INTERNAL, `internal error (request id ${requestId})`, {
+    reason: "INTERNAL",
+    metadata: { request_id: requestId },
+  });
 }
 
 export function notFound(what: string, reason = "NOT_FOUND"): RpcError {

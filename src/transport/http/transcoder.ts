@@ -16,6 +16,7 @@ import { parseBearer, type Credential } from "../../platform/auth.js";
 import { Code, invalidArgument, RpcError } from "../../platform/errors.js";
 import { requestIdOf, type IncomingCall } from "../call.js";
 import { registry } from "../descriptors.js";
+import { MAX_REQUEST_DEPTH } from "../request-decoder.js";
 import type { RoutedMethod, Router } from "../router.js";
 import { matchPathTemplate, parsePathTemplate, type PathTemplate } from "./path-template.js";
 import { writeJson, writeRpcError } from "./responses.js";
@@ -62,9 +63,7 @@ export class Transcoder {
   constructor(router: Router) {
     if (!httpRuleExtension) throw new Error("google.api.http is missing from the descriptor set");
     for (const method of router.methods.values()) {
-      const [, serviceName, methodName] = method.path.split("/");
-      const desc = registry.getService(serviceName!)?.methods.find((m) => m.name === methodName);
-      if (!desc) throw new Error(`${method.path} is missing from the descriptor set`);
+      const desc = method.descriptor;
       const rule = getOption(desc, httpRuleExtension) as unknown as HttpRule | undefined;
       if (!rule?.pattern?.case) continue;
       for (const binding of [rule, ...(rule.additionalBindings ?? [])]) {
@@ -115,7 +114,7 @@ export class Transcoder {
       const credential = credentialOf(req);
       checkCsrf(req, route, credential);
       const json = await this.buildRequestJson(req, url, route, variables);
-      const request = decodeRequest(route, json);
+      const request = encodeRequest(route, json);
       const result = await route.method.invoke(request, incomingCall(res, credential, requestId));
       Object.assign(headers, result.headers);
       writeJson(res, 200, encodeResponse(route, result.response), headers);
@@ -186,7 +185,12 @@ interface HttpRule {
   additionalBindings?: HttpRule[];
 }
 
-function decodeRequest(route: Route, json: JsonObject): unknown {
+/** The request's protobuf bytes; the Router decodes and checks them as it does a gRPC request's. */
+function encodeRequest(route: Route, json: JsonObject): Uint8Array {
+  const depth = jsonDepth(json);
+  if (depth > MAX_REQUEST_DEPTH) {
+    throw invalidArgument([{ field: "body", description: `nests deeper than ${MAX_REQUEST_DEPTH} levels` }], "INVALID_JSON");
+  }
   let message;
   try {
     message = fromJson(route.input, json, JSON_READ);
@@ -194,7 +198,21 @@ function decodeRequest(route: Route, json: JsonObject): unknown {
     const { field, problem } = locateJsonError(route.input, json, "") ?? { field: "body", problem: String(error) };
     throw invalidArgument([{ field, description: problem }], "INVALID_JSON");
   }
-  return route.method.definition.requestDeserialize(Buffer.from(toBinary(route.input, message)));
+  return toBinary(route.input, message);
+}
+
+/** How deep objects and arrays nest in a parsed JSON value, found without recursion. */
+function jsonDepth(json: JsonValue): number {
+  let deepest = 0;
+  const stack: [JsonValue, number][] = [[json, 1]];
+  while (stack.length > 0) {
+    const [value, depth] = stack.pop()!;
+    if (typeof value !== "object" || value === null) continue;
+    deepest = Math.max(deepest, depth);
+    if (depth > MAX_REQUEST_DEPTH) break;
+    for (const item of Object.values(value)) stack.push([item, depth + 1]);
+  }
+  return deepest;
 }
 
 const JSON_READ = { ignoreUnknownFields: true, registry };
