@@ -93,7 +93,11 @@ export class JobRunner {
         this.logger.error({ event: "job_claim_failed", err: error }, "could not claim a job");
       }
       if (job) {
-        await this.run(job);
+        // A fault outside the job's own handling (its scratch directory, recording the failure) must
+        // not end this worker loop, nor the process: the lease runs out and the job is claimed again.
+        await this.run(job).catch((error: unknown) =>
+          this.logger.error({ event: "job_run_failed", job_id: job.id, err: error }, "job run failed"),
+        );
         continue;
       }
       await new Promise<void>((resolve) => {
