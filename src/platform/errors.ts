@@ -59,13 +59,20 @@ export class RpcError extends Error {
 
 /**
  * Messages often quote what the caller sent (a name, an id); a 100,000-character id must not come
- * back whole, nor swell the gRPC trailers past what a client accepts (which breaks its connection).
+ * back whole, nor swell the gRPC trailers.
  */
 const MAX_MESSAGE_CHARS = 1024;
 const MAX_FIELD_CHARS = 256;
 
+/**
+ * Also well-formed: grpc-js percent-encodes the message into the grpc-message trailer, which throws on a
+ * lone surrogate (as cutting a pair in two would leave) and leaves the call unanswered.
+ */
 function bounded(text: string, max: number): string {
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+  if (text.length <= max) return text.toWellFormed();
+  let end = max - 1;
+  if (/[\ud800-\udbff]/.test(text[end - 1]!)) end--;
+  return `${text.slice(0, end)}…`.toWellFormed();
 }
 
 function typeUrl(typeName: string): string {
