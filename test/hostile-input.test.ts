@@ -256,6 +256,30 @@ function varint(n: number): Buffer {
   return Buffer.from(bytes);
 }
 
+describe("many bad fields", () => {
+  it("are reported up to a bound, and the call is answered over gRPC and HTTP", async () => {
+    const publisher = await createAccountWithKey(t, ["events:publish"]);
+    const data = Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`key${i}`, "nul\u0000"]));
+    const client = new RawClient(t.grpcAddress, publisher.key);
+    try {
+      const result = await rawCall(
+        "/webhook.v1.WebhookService/PublishEvent",
+        encode("webhook.v1.PublishEventRequest", { event: "request.completed", data }),
+        client,
+      );
+      expect(result.code).toBe(Code.INVALID_ARGUMENT);
+      expect(result.fields.length).toBe(20);
+      expect(result.fields[0]).toBe('data["key0"]');
+      expect(result.message).toMatch(/; and 19980 more$/);
+    } finally {
+      client.close();
+    }
+    const http = await t.http("POST", "/api/events", { token: publisher.key, body: { event: "request.completed", data } });
+    expect(http.status).toBe(400);
+    expect(http.body.details[0].field_violations.length).toBe(20);
+  });
+});
+
 describe("huge ids", () => {
   it("are answered with a bounded message, and the connection keeps serving", async () => {
     const user = await createAccountWithKey(t, ["faceswap"]);

@@ -37,7 +37,7 @@ export class RpcError extends Error {
     this.name = "RpcError";
     this.code = code;
     this.reason = options.reason ?? Code[code];
-    this.fieldViolations = (options.fieldViolations ?? []).map(({ field, description }) => ({
+    this.fieldViolations = (options.fieldViolations ?? []).slice(0, MAX_VIOLATIONS).map(({ field, description }) => ({
       field: bounded(field, MAX_FIELD_CHARS),
       description: bounded(description, MAX_MESSAGE_CHARS),
     }));
@@ -63,6 +63,11 @@ export class RpcError extends Error {
  */
 const MAX_MESSAGE_CHARS = 1024;
 const MAX_FIELD_CHARS = 256;
+/**
+ * Field violations sent with one error: HTTP/2 peers refuse trailers past 64 KiB (Node's default), and
+ * a request with 20,000 bad values would otherwise go unanswered.
+ */
+const MAX_VIOLATIONS = 20;
 
 /**
  * Also well-formed: grpc-js percent-encodes the message into the grpc-message trailer, which throws on a
@@ -81,7 +86,10 @@ function typeUrl(typeName: string): string {
 
 /** INVALID_ARGUMENT naming every bad field; the message lists them so plain clients see them too. */
 export function invalidArgument(violations: FieldViolation[], reason = "INVALID_ARGUMENT"): RpcError {
-  const message = violations.map((v) => `${v.field}: ${v.description}`).join("; ");
+  const more = violations.length - MAX_VIOLATIONS;
+  const suffix = more > 0 ? `; and ${more} more` : "";
+  const listed = violations.slice(0, MAX_VIOLATIONS).map((v) => `${v.field}: ${v.description}`);
+  const message = bounded(listed.join("; "), MAX_MESSAGE_CHARS - suffix.length) + suffix;
   return new RpcError(Code.INVALID_ARGUMENT, message, { reason, fieldViolations: violations });
 }
 
