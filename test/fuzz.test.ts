@@ -2,6 +2,7 @@ import net from "node:net";
 import { getOption, toBinary, type DescMethod } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import fc from "fast-check";
+import { Agent, fetch } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { registry } from "../src/transport/descriptors.js";
 import { createAccountWithKey } from "./support/accounts.js";
@@ -36,6 +37,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   for (const client of clients.values()) client.close();
+  await httpAgent.close();
   await t?.stop();
   const summary = [...outcomes].sort((a, b) => b[1] - a[1]).map(([outcome, n]) => `${outcome} ×${n}`);
   process.stdout.write(`fuzz: ${sent} requests sent (seed ${SEED}, ${RUNS} runs per method and transport): ${summary.join(", ")}\n`);
@@ -114,13 +116,25 @@ function grpcCall(path: string, bytes: Uint8Array, token: string | undefined): P
   });
 }
 
+/**
+ * Connections are reused (a hostile request must not spoil the next one on its connection), but never
+ * left idle near the server's 5 s keep-alive, where a reuse can race the server's close (ECONNRESET).
+ */
+const httpAgent = new Agent({ keepAliveTimeout: 1_000, keepAliveMaxTimeout: 1_000 });
+
 const BAD_GRPC = new Set([grpc.status.INTERNAL, grpc.status.UNKNOWN, grpc.status.DEADLINE_EXCEEDED, grpc.status.UNAVAILABLE, grpc.status.DATA_LOSS]);
 
 async function httpCall(method: string, path: string, body: string | undefined, token: string | undefined): Promise<number> {
   sent++;
   const headers: Record<string, string> = { "content-type": "application/json" };
   if (token) headers.authorization = `Bearer ${token}`;
-  const response = await fetch(t.httpUrl + path, { method, headers, body, signal: AbortSignal.timeout(CALL_TIMEOUT_MS) });
+  const response = await fetch(t.httpUrl + path, {
+    method,
+    headers,
+    body,
+    signal: AbortSignal.timeout(CALL_TIMEOUT_MS),
+    dispatcher: httpAgent,
+  });
   await response.arrayBuffer();
   tally(`http ${response.status}`);
   return response.status;
