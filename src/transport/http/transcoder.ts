@@ -12,22 +12,17 @@ import {
 } from "@bufbuild/protobuf";
 import { ScalarType } from "@bufbuild/protobuf";
 import { protoCamelCase, protoSnakeCase } from "@bufbuild/protobuf/reflect";
-import { parseBearer, type Credential } from "../../platform/auth.js";
+import type { Credential } from "../../platform/auth.js";
 import { Code, invalidArgument, RpcError } from "../../platform/errors.js";
 import { requestIdOf, type IncomingCall } from "../call.js";
 import { registry } from "../descriptors.js";
 import { MAX_REQUEST_DEPTH } from "../request-decoder.js";
 import type { RoutedMethod, Router } from "../router.js";
 import { matchPathTemplate, parsePathTemplate, type PathTemplate } from "./path-template.js";
+import { BODY_TOO_LARGE, credentialOf, isSameOrigin, readBody } from "./request.js";
 import { writeJson, writeRpcError } from "./responses.js";
 
 export const MAX_JSON_BODY_BYTES = 1024 * 1024;
-/**
- * A body over the limit is still read (and dropped) up to this many bytes, so the client, which is
- * usually still sending, can read the 413 instead of seeing its connection reset; past it the
- * connection is closed.
- */
-const MAX_DISCARDED_BODY_BYTES = 64 * 1024 * 1024;
 
 /** What the transcoder needs of the request target: the path as sent (no dot-segment folding) and the query. */
 export interface RequestTarget {
@@ -120,7 +115,7 @@ export class Transcoder {
       writeJson(res, 200, encodeResponse(route, result.response), headers);
     } catch (error) {
       if (error instanceof RpcError) {
-        const tooLarge = error.reason === "BODY_TOO_LARGE";
+        const tooLarge = error.reason === BODY_TOO_LARGE;
         // A body left unread cannot be skipped to reach a next request on this connection.
         if (tooLarge && !req.complete) headers.connection = "close";
         writeRpcError(res, error, headers, tooLarge ? 413 : undefined);
@@ -467,33 +462,9 @@ function scalarJson(field: DescField, raw: string): JsonValue {
   return raw;
 }
 
-function credentialOf(req: IncomingMessage): Credential | undefined {
-  const token = parseBearer(req.headers.authorization);
-  if (token) return { token, source: "bearer" };
-  const cookie = parseCookies(req.headers.cookie).get("auth_token");
-  return cookie ? { token: cookie, source: "cookie" } : undefined;
-}
-
-export function parseCookies(header: string | undefined): Map<string, string> {
-  const cookies = new Map<string, string>();
-  for (const part of (header ?? "").split(";")) {
-    const eq = part.indexOf("=");
-    if (eq <= 0) continue;
-    const name = part.slice(0, eq).trim();
-    let value = part.slice(eq + 1).trim();
-    if (value.startsWith('"') && value.endsWith('"')) value = value.slice(1, -1);
-    try {
-      cookies.set(name, decodeURIComponent(value));
-    } catch {
-      cookies.set(name, value);
-    }
-  }
-  return cookies;
-}
-
 /**
  * A cookie rides along on cross-site requests; a POST authenticated by it must be JSON (which a
- * plain HTML form cannot send), and any write, when the browser says where it came from, same-origin.
+ * plain HTML form cannot send), and any write must not come from another origin (isSameOrigin).
  */
 function checkCsrf(req: IncomingMessage, route: Route, credential: Credential | undefined): void {
   if (credential?.source !== "cookie" || route.verb === "GET") return;
@@ -505,24 +476,15 @@ function checkCsrf(req: IncomingMessage, route: Route, credential: Credential | 
       reason: "CSRF_CONTENT_TYPE",
     });
   }
-  const origin = req.headers.origin;
-  if (origin && origin !== "null") {
-    let host: string | undefined;
-    try {
-      host = new URL(origin).host;
-    } catch {
-      host = undefined;
-    }
-    if (host !== req.headers.host) {
-      throw new RpcError(Code.PERMISSION_DENIED, "cross-origin cookie-authenticated write refused", {
-        reason: "CSRF_ORIGIN",
-      });
-    }
+  if (!isSameOrigin(req)) {
+    throw new RpcError(Code.PERMISSION_DENIED, "cross-origin cookie-authenticated write refused", {
+      reason: "CSRF_ORIGIN",
+    });
   }
 }
 
 async function readJsonBody(req: IncomingMessage): Promise<JsonValue | undefined> {
-  const text = await readBodyText(req);
+  const text = (await readBody(req, MAX_JSON_BODY_BYTES)).toString("utf8");
   if (text.trim() === "") return undefined;
   try {
     return JSON.parse(text) as JsonValue;
@@ -532,50 +494,6 @@ async function readJsonBody(req: IncomingMessage): Promise<JsonValue | undefined
       "INVALID_JSON",
     );
   }
-}
-
-/**
- * Reads the body, up to MAX_JSON_BODY_BYTES. A larger one is read to its end and dropped (up to
- * MAX_DISCARDED_BODY_BYTES) before the 413 goes out: stopping to read while the client still writes
- * would make the connection reset and the client lose the answer. Past that the 413 goes out at once
- * and the connection is closed after it (see handle).
- */
-function readBodyText(req: IncomingMessage): Promise<string> {
-  return new Promise<string>((resolve, reject) => {
-    const tooLarge = () =>
-      new RpcError(Code.INVALID_ARGUMENT, `request body exceeds ${MAX_JSON_BODY_BYTES} bytes`, {
-        reason: "BODY_TOO_LARGE",
-      });
-    const declared = Number(req.headers["content-length"] ?? "0");
-    if (declared > MAX_DISCARDED_BODY_BYTES) {
-      reject(tooLarge());
-      return;
-    }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let over = declared > MAX_JSON_BODY_BYTES;
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > MAX_JSON_BODY_BYTES) over = true;
-      if (!over) {
-        chunks.push(chunk);
-        return;
-      }
-      chunks.length = 0;
-      if (size > MAX_DISCARDED_BODY_BYTES) {
-        req.off("data", onData);
-        req.pause();
-        reject(tooLarge());
-      }
-    };
-    req.on("data", onData);
-    req.on("end", () => (over ? reject(tooLarge()) : resolve(Buffer.concat(chunks).toString("utf8"))));
-    req.on("error", reject);
-    // After "end" this is a no-op; before it the client went away.
-    req.on("close", () => {
-      reject(new RpcError(Code.CANCELLED, "client disconnected", { reason: "CLIENT_DISCONNECTED" }));
-    });
-  });
 }
 
 function incomingCall(res: ServerResponse, credential: Credential | undefined, requestId: string): IncomingCall {
