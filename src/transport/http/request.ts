@@ -2,6 +2,12 @@ import type { IncomingMessage } from "node:http";
 import { parseBearer, type Credential } from "../../platform/auth.js";
 import { Code, RpcError } from "../../platform/errors.js";
 
+/** The request target as routes see it: the path as sent (no dot-segment folding) and the query. */
+export interface RequestTarget {
+  pathname: string;
+  searchParams: URLSearchParams;
+}
+
 /**
  * A body over its limit is still read (and dropped) up to this many bytes, so the client, which is
  * usually still sending, can read the 413 instead of seeing its connection reset; past it the

@@ -4,7 +4,8 @@ import { Code, internalError, invalidArgument, RpcError } from "../../platform/e
 import type { Logger } from "../../platform/logger.js";
 import { writeJson, writeRpcError } from "./responses.js";
 import { requestIdOf } from "../call.js";
-import type { RequestTarget, Transcoder } from "./transcoder.js";
+import type { RequestTarget } from "./request.js";
+import type { Transcoder } from "./transcoder.js";
 
 /** A plain HTTP route (a page, a form post); answers and returns true when the request is its own. */
 export type HttpRoute = (req: http.IncomingMessage, res: http.ServerResponse, target: RequestTarget) => Promise<boolean>;
