@@ -119,6 +119,8 @@ export class JobRunner {
       await this.fail(job, new RenderError("worker_lost", `rendering stopped ${job.attempts - 1} times without finishing`));
       return;
     }
+    // First, so that a failure here leaves no lease renewal behind: the lease runs out and the job is claimed again.
+    const workDir = await fs.mkdtemp(path.join(os.tmpdir(), "atrium-job-"));
     const controller = new AbortController();
     this.running.set(job.id, controller);
     const progress = { frames: job.frames_rendered };
@@ -130,7 +132,6 @@ export class JobRunner {
         (error: unknown) => log.warn({ event: "job_lease_renewal_failed", err: error }, "lease renewal failed"),
       );
     }, renewalMs(this.options.leaseMs));
-    const workDir = await fs.mkdtemp(path.join(os.tmpdir(), "atrium-job-"));
     const copies: LocalCopy[] = [];
     const local = async (key: string) => {
       const copy = await this.store.localCopy(key);
