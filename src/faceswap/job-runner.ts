@@ -109,7 +109,11 @@ export class JobRunner {
         this.logger.error({ event: "job_claim_failed", err: error }, "could not claim a job");
       }
       if (job) {
-        await this.run(job);
+        // A fault outside the job's own handling (its scratch directory, recording the failure) must
+        // not end this worker loop, nor the process: the lease runs out and the job is claimed again.
+        await this.run(job).catch((error: unknown) =>
+          this.logger.error({ event: "job_run_failed", job_id: job.id, err: error }, "job run failed"),
+        );
         continue;
       }
       await this.wakeup.sleep(this.settings.pollMs);
@@ -123,6 +127,8 @@ export class JobRunner {
       await this.fail(job, new RenderError("worker_lost", `rendering stopped ${job.attempts - 1} times without finishing`));
       return;
     }
+    // First, so that a failure here leaves no lease renewal behind: the lease runs out and the job is claimed again.
+    const workDir = await fs.mkdtemp(path.join(os.tmpdir(), "atrium-job-"));
     const controller = new AbortController();
     this.running.set(job.id, controller);
     const progress = { frames: job.frames_rendered };
@@ -134,7 +140,6 @@ export class JobRunner {
         (error: unknown) => log.warn({ event: "job_lease_renewal_failed", err: error }, "lease renewal failed"),
       );
     }, renewalMs(this.settings.leaseMs));
-    const workDir = await fs.mkdtemp(path.join(os.tmpdir(), "atrium-job-"));
     const copies: LocalCopy[] = [];
     const local = async (key: string) => {
       const copy = await this.store.localCopy(key);

@@ -33,11 +33,14 @@ export class RpcError extends Error {
   readonly metadata: Readonly<Record<string, string>>;
 
   constructor(code: Code, message: string, options: RpcErrorOptions = {}) {
-    super(message);
+    super(bounded(message, MAX_MESSAGE_CHARS));
     this.name = "RpcError";
     this.code = code;
     this.reason = options.reason ?? Code[code];
-    this.fieldViolations = options.fieldViolations ?? [];
+    this.fieldViolations = (options.fieldViolations ?? []).slice(0, MAX_VIOLATIONS).map(({ field, description }) => ({
+      field: bounded(field, MAX_FIELD_CHARS),
+      description: bounded(description, MAX_MESSAGE_CHARS),
+    }));
     this.metadata = options.metadata ?? {};
   }
 
@@ -54,14 +57,48 @@ export class RpcError extends Error {
   }
 }
 
+/**
+ * Messages often quote what the caller sent (a name, an id); a 100,000-character id must not come
+ * back whole, nor swell the gRPC trailers.
+ */
+const MAX_MESSAGE_CHARS = 1024;
+const MAX_FIELD_CHARS = 256;
+/**
+ * Field violations sent with one error: HTTP/2 peers refuse trailers past 64 KiB (Node's default), and
+ * a request with 20,000 bad values would otherwise go unanswered.
+ */
+const MAX_VIOLATIONS = 20;
+
+/**
+ * Also well-formed: grpc-js percent-encodes the message into the grpc-message trailer, which throws on a
+ * lone surrogate (as cutting a pair in two would leave) and leaves the call unanswered.
+ */
+function bounded(text: string, max: number): string {
+  if (text.length <= max) return text.toWellFormed();
+  let end = max - 1;
+  if (/[\ud800-\udbff]/.test(text[end - 1]!)) end--;
+  return `${text.slice(0, end)}…`.toWellFormed();
+}
+
 function typeUrl(typeName: string): string {
   return `type.googleapis.com/${typeName}`;
 }
 
 /** INVALID_ARGUMENT naming every bad field; the message lists them so plain clients see them too. */
 export function invalidArgument(violations: FieldViolation[], reason = "INVALID_ARGUMENT"): RpcError {
-  const message = violations.map((v) => `${v.field}: ${v.description}`).join("; ");
+  const more = violations.length - MAX_VIOLATIONS;
+  const suffix = more > 0 ? `; and ${more} more` : "";
+  const listed = violations.slice(0, MAX_VIOLATIONS).map((v) => `${v.field}: ${v.description}`);
+  const message = bounded(listed.join("; "), MAX_MESSAGE_CHARS - suffix.length) + suffix;
   return new RpcError(Code.INVALID_ARGUMENT, message, { reason, fieldViolations: violations });
+}
+
+/** What the caller sees of a fault that is not theirs: the request id, to quote when reporting it. */
+export function internalError(requestId: string): RpcError {
+  return new RpcError(Code.INTERNAL, `internal error (request id ${requestId})`, {
+    reason: "INTERNAL",
+    metadata: { request_id: requestId },
+  });
 }
 
 export function notFound(what: string, reason = "NOT_FOUND"): RpcError {

@@ -17,7 +17,9 @@ export class Periodic {
 
   start(intervalMs: number): void {
     this.timer = setInterval(() => {
-      this.running ??= this.task()
+      // Through a promise, so that a task that throws at once is caught like one that rejects.
+      this.running ??= Promise.resolve()
+        .then(() => this.task())
         .then(() => undefined)
         .catch((error: unknown) => this.logger.warn({ event: this.failureEvent, err: error }, "background task failed"))
         .finally(() => (this.running = undefined));

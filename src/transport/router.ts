@@ -1,9 +1,12 @@
 import type { MethodDefinition } from "@grpc/grpc-js";
+import type { DescMethod } from "@bufbuild/protobuf";
 import { hasScope, type Authenticator, type Principal } from "../platform/auth.js";
-import { Code, permissionDenied, RpcError } from "../platform/errors.js";
+import { Code, internalError, permissionDenied, RpcError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
 import type { Counter, Histogram, Metrics } from "../platform/metrics.js";
 import type { CallContext, CallResult, IncomingCall, RequiredScope, ServiceImplementation, UnaryHandler } from "./call.js";
+import { registry } from "./descriptors.js";
+import { decodeRequest } from "./request-decoder.js";
 
 /** One unary method, ready to be invoked by either transport. */
 export interface RoutedMethod {
@@ -12,8 +15,11 @@ export interface RoutedMethod {
   /** The key of the method in ts-proto's service definition (e.g. `getNamespace`). */
   key: string;
   definition: MethodDefinition<unknown, unknown>;
+  /** The method in the descriptor set (input and output message types, options). */
+  descriptor: DescMethod;
   service: ServiceImplementation;
-  invoke(request: unknown, call: IncomingCall): Promise<CallResult<unknown>>;
+  /** Decodes and checks the request's protobuf bytes (see decodeRequest), then calls the handler. */
+  invoke(request: Uint8Array, call: IncomingCall): Promise<CallResult<unknown>>;
 }
 
 export interface RouterOptions {
@@ -24,8 +30,8 @@ export interface RouterOptions {
 }
 
 /**
- * The interceptor chain every call goes through, the same for gRPC and HTTP: request id, deadline,
- * authentication and scope, the handler, error mapping (anything that is not an RpcError becomes an
+ * The interceptor chain every call goes through, the same for gRPC and HTTP: request decoding and
+ * checks, request id, deadline, authentication and scope, the handler, error mapping (anything that is not an RpcError becomes an
  * INTERNAL error carrying the request id, logged, never shown), and one log line and metric per call.
  */
 export class Router {
@@ -33,7 +39,8 @@ export class Router {
   private readonly requests: Counter<"method" | "code" | "transport">;
   private readonly durations: Histogram<"method" | "transport">;
   private readonly authenticate: Authenticator;
-  private readonly logger: Logger;
+  /** Also used by the transports for faults outside any call. */
+  readonly logger: Logger;
 
   constructor({ services, authenticate, logger, metrics }: RouterOptions) {
     this.authenticate = authenticate;
@@ -52,25 +59,30 @@ export class Router {
         const handler = (service.handlers as Record<string, UnaryHandler<unknown, unknown>>)[key];
         if (!handler) throw new Error(`no handler for ${definition.path}`);
         const scope = service.methodScopes[key] ?? service.scope;
-        this.methods.set(definition.path, {
+        const [, serviceName, methodName] = definition.path.split("/");
+        const descriptor = registry.getService(serviceName!)?.methods.find((m) => m.name === methodName);
+        if (!descriptor) throw new Error(`${definition.path} is missing from the descriptor set`);
+        const method: RoutedMethod = {
           path: definition.path,
           key,
           definition: definition as MethodDefinition<unknown, unknown>,
+          descriptor,
           service,
-          invoke: (request, call) => this.invoke(definition.path, scope, service, handler, request, call),
-        });
+          invoke: (request, call) => this.invoke(method, scope, handler, request, call),
+        };
+        this.methods.set(definition.path, method);
       }
     }
   }
 
   private async invoke(
-    path: string,
+    method: RoutedMethod,
     scope: RequiredScope,
-    service: ServiceImplementation,
     handler: UnaryHandler<unknown, unknown>,
-    request: unknown,
+    bytes: Uint8Array,
     call: IncomingCall,
   ): Promise<CallResult<unknown>> {
+    const { path, service } = method;
     const started = performance.now();
     const { requestId } = call;
     const headers: Record<string, string> = { "x-request-id": requestId };
@@ -80,6 +92,7 @@ export class Router {
     let deadlineTimer: NodeJS.Timeout | undefined;
     let principal: Principal | undefined;
     try {
+      const request = decodeRequest(method.descriptor.input, bytes, method.definition.requestDeserialize);
       if (call.deadline !== undefined) {
         const remaining = call.deadline - Date.now();
         if (remaining <= 0) throw new RpcError(Code.DEADLINE_EXCEEDED, "deadline exceeded before the call started");
@@ -122,10 +135,7 @@ export class Router {
   private toRpcError(error: unknown, path: string, requestId: string): RpcError {
     if (error instanceof RpcError) return error;
     this.logger.error({ event: "rpc_internal_error", method: path, request_id: requestId, err: error }, "unexpected error");
-    return new RpcError(Code.INTERNAL, `internal error (request id ${requestId})`, {
-      reason: "INTERNAL",
-      metadata: { request_id: requestId },
-    });
+    return internalError(requestId);
   }
 
   private record(

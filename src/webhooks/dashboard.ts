@@ -1,7 +1,8 @@
 import { randomBytes } from "node:crypto";
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { ServerResponse } from "node:http";
 import { hasScope, type Authenticator } from "../platform/auth.js";
 import { RpcError } from "../platform/errors.js";
+import { BODY_TOO_LARGE, isSameOrigin, readBody } from "../transport/http/request.js";
 import type { HttpRoute } from "../transport/http/server.js";
 import { dashboardPage } from "./dashboard-page.js";
 import { EVENT_CATALOG } from "./events.js";
@@ -22,12 +23,23 @@ export function dashboardRoutes(authenticate: Authenticator): HttpRoute {
       sendPage(res, 200, "");
       return true;
     }
-    if ((target.pathname === `${PAGE}/login` || target.pathname === `${PAGE}/logout`) && !sameOrigin(req)) {
+    // A login from another site would sign the victim in with the attacker's key (login CSRF); the
+    // SameSite cookie does not cover it.
+    if ((target.pathname === `${PAGE}/login` || target.pathname === `${PAGE}/logout`) && !isSameOrigin(req)) {
       sendPage(res, 403, "Log in from this page.");
       return true;
     }
     if (target.pathname === `${PAGE}/login` && req.method === "POST") {
-      const token = (await readForm(req)).get("token")?.trim() ?? "";
+      let form: URLSearchParams;
+      try {
+        form = new URLSearchParams((await readBody(req, MAX_FORM_BYTES)).toString("utf8"));
+      } catch (error) {
+        if (!(error instanceof RpcError) || error.reason !== BODY_TOO_LARGE) throw error;
+        if (!req.complete) res.setHeader("connection", "close");
+        sendPage(res, 413, "That form was too large.");
+        return true;
+      }
+      const token = form.get("token")?.trim() ?? "";
       const problem = await checkToken(authenticate, token);
       if (problem) {
         sendPage(res, 401, problem);
@@ -73,29 +85,4 @@ function sendPage(res: ServerResponse, status: number, loginError: string): void
     "referrer-policy": "no-referrer",
   });
   res.end(html);
-}
-
-/** Reads the whole form (so the answer is not a reset connection), keeping its first bytes. */
-async function readForm(req: IncomingMessage): Promise<URLSearchParams> {
-  let body = "";
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    if (body.length <= MAX_FORM_BYTES) body += chunk.toString("utf8");
-  }
-  return new URLSearchParams(body.slice(0, MAX_FORM_BYTES));
-}
-
-/**
- * A login from another site would sign the victim in with the attacker's key (login CSRF); the
- * SameSite cookie does not cover it, so the browser's own Origin or Sec-Fetch-Site must agree.
- */
-function sameOrigin(req: IncomingMessage): boolean {
-  const site = req.headers["sec-fetch-site"];
-  if (site !== undefined) return site === "same-origin" || site === "none";
-  const origin = req.headers.origin;
-  if (origin === undefined || origin === "null") return origin === undefined;
-  try {
-    return new URL(origin).host === req.headers.host;
-  } catch {
-    return false;
-  }
 }

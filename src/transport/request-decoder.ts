@@ -1,0 +1,141 @@
+import { fromBinary, ScalarType, type DescField, type DescMessage } from "@bufbuild/protobuf";
+import { reflect, type ReflectMessage } from "@bufbuild/protobuf/reflect";
+import { invalidArgument, Violations } from "../platform/errors.js";
+
+/**
+ * How deep messages may nest in a request (a JSON object inside a Struct counts as one level). Deep
+ * enough for any request the API defines; a stranger's 10,000-deep Struct stops here instead of
+ * exhausting the stack of every later step.
+ */
+export const MAX_REQUEST_DEPTH = 100;
+
+/** Earliest and latest instants a google.protobuf.Timestamp may hold (0001-01-01, 9999-12-31). */
+const MIN_TIMESTAMP_SECONDS = -62_135_596_800n;
+const MAX_TIMESTAMP_SECONDS = 253_402_300_799n;
+const MAX_NANOS = 999_999_999;
+
+/** Text fields may hold tabs and line breaks, never other control characters (PostgreSQL refuses NUL). */
+// eslint-disable-next-line no-control-regex -- finding control characters is the point
+const CONTROL_IN_TEXT = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/;
+/** Free-form data (Struct values) may hold anything JSON can except NUL, which jsonb cannot store. */
+// eslint-disable-next-line no-control-regex -- finding NUL is the point
+const CONTROL_IN_DATA = /\u0000/;
+
+const INT64_TYPES = new Set([ScalarType.INT64, ScalarType.UINT64, ScalarType.SINT64, ScalarType.FIXED64, ScalarType.SFIXED64]);
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
+
+/**
+ * Decodes a request from its wire bytes, whichever transport carried it, and checks what no handler
+ * should have to: that it is well-formed protobuf, nests at most MAX_REQUEST_DEPTH deep, holds no
+ * control characters in text, no 64-bit integer a JavaScript number cannot hold exactly, and only
+ * timestamps inside their documented range. Every problem is an INVALID_ARGUMENT naming
+ * the field; only then does ts-proto's decoder (which throws on the integers) build the handler's object.
+ */
+export function decodeRequest(input: DescMessage, bytes: Uint8Array, deserialize: (bytes: Buffer) => unknown): unknown {
+  let message;
+  try {
+    message = fromBinary(input, bytes);
+  } catch (error) {
+    const why = error instanceof RangeError && /call stack/i.test(error.message) ? "nests too deep" : describe(error);
+    throw invalidArgument([{ field: "request", description: `is not a valid ${input.typeName} message (${why})` }], "MALFORMED_REQUEST");
+  }
+  const violations = new Violations();
+  checkMessage(reflect(input, message), "", 1, violations);
+  violations.throwIfAny();
+  try {
+    return deserialize(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+  } catch (error) {
+    throw invalidArgument([{ field: "request", description: `could not be decoded (${describe(error)})` }], "MALFORMED_REQUEST");
+  }
+}
+
+function describe(error: unknown): string {
+  return (error instanceof Error ? error.message : String(error)).slice(0, 200);
+}
+
+function checkMessage(message: ReflectMessage, path: string, depth: number, violations: Violations): void {
+  const { desc } = message;
+  if (desc.typeName === "google.protobuf.Timestamp") {
+    checkTimestamp(message, path || "request", violations);
+    return;
+  }
+  // Value and ListValue are the JSON inside a Struct: their nesting is counted by the Structs.
+  const nests = desc.typeName !== "google.protobuf.Value" && desc.typeName !== "google.protobuf.ListValue";
+  if (nests && depth > MAX_REQUEST_DEPTH) {
+    violations.add(path || "request", `nests deeper than ${MAX_REQUEST_DEPTH} levels`);
+    return;
+  }
+  const data = desc.typeName.startsWith("google.protobuf.") && ["Struct", "Value", "ListValue"].includes(desc.name);
+  const next = nests ? depth + 1 : depth;
+  for (const field of desc.fields) {
+    if (!message.isSet(field)) continue;
+    const at = fieldPath(path, field, data);
+    switch (field.fieldKind) {
+      case "scalar":
+        checkScalar(field.scalar, message.get(field), at, data, violations);
+        break;
+      case "enum":
+        break;
+      case "message":
+        checkMessage(message.get(field), at, next, violations);
+        break;
+      case "list": {
+        const list = message.get(field);
+        let i = 0;
+        for (const item of list) {
+          const itemPath = `${at}[${i++}]`;
+          if (field.listKind === "message") checkMessage(item as ReflectMessage, itemPath, next, violations);
+          else if (field.listKind === "scalar") checkScalar(field.scalar, item, itemPath, data, violations);
+        }
+        break;
+      }
+      case "map":
+        for (const [key, value] of message.get(field)) {
+          const entryPath = `${at}[${quote(String(key))}]`;
+          const control = data ? CONTROL_IN_DATA : CONTROL_IN_TEXT;
+          if (typeof key === "string" && control.test(key)) violations.add(entryPath, `key ${controlProblem(key, control)}`);
+          if (field.mapKind === "message") checkMessage(value as ReflectMessage, entryPath, next, violations);
+          else if (field.mapKind === "scalar") checkScalar(field.scalar, value, entryPath, data, violations);
+        }
+        break;
+    }
+  }
+}
+
+/** Proto names joined by dots; inside a Struct, JSON keys and indexes (`data["a"][2]`) instead. */
+function fieldPath(path: string, field: DescField, data: boolean): string {
+  if (data) return path;
+  return path ? `${path}.${field.name}` : field.name;
+}
+
+function checkScalar(scalar: ScalarType, value: unknown, path: string, data: boolean, violations: Violations): void {
+  if (scalar === ScalarType.STRING && typeof value === "string") {
+    const control = data ? CONTROL_IN_DATA : CONTROL_IN_TEXT;
+    if (control.test(value)) violations.add(path, controlProblem(value, control));
+  } else if (INT64_TYPES.has(scalar) && (typeof value === "bigint" || typeof value === "string")) {
+    const n = BigInt(value);
+    if (n > MAX_SAFE || n < -MAX_SAFE) {
+      violations.add(path, `must be between ${-Number.MAX_SAFE_INTEGER} and ${Number.MAX_SAFE_INTEGER}`);
+    }
+  }
+}
+
+function controlProblem(text: string, control: RegExp): string {
+  const at = text.search(control);
+  const code = text.charCodeAt(at).toString(16).toUpperCase().padStart(4, "0");
+  return `must not contain control characters (U+${code} at position ${at})`;
+}
+
+function checkTimestamp(message: ReflectMessage, path: string, violations: Violations): void {
+  const seconds = BigInt(message.get(message.desc.field.seconds!) as bigint);
+  const nanos = message.get(message.desc.field.nanos!) as number;
+  if (seconds < MIN_TIMESTAMP_SECONDS || seconds > MAX_TIMESTAMP_SECONDS) {
+    violations.add(`${path}.seconds`, "must be within 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z");
+  }
+  if (nanos < 0 || nanos > MAX_NANOS) violations.add(`${path}.nanos`, `must be between 0 and ${MAX_NANOS}`);
+}
+
+/** A map key as it appears in a field path, cut short when long. */
+function quote(key: string): string {
+  return JSON.stringify(key.length > 64 ? `${key.slice(0, 64)}…` : key);
+}
