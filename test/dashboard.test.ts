@@ -127,6 +127,22 @@ describe("/dashboard/webhooks in a real browser", () => {
     await page.screenshot({ path: path.join(ARTIFACTS, "dashboard-webhooks.png"), fullPage: true });
   });
 
+  it("chooses a payload format, refusing a template that does not parse", async () => {
+    await page.locator("#webhooks tr").first().locator("button.edit").click();
+    expect(await page.isVisible("#template")).toBe(false);
+    await page.selectOption("#kind", "custom");
+    await page.fill("#template", '{"msg": "{{event}}"');
+    await page.click("#save");
+    await expect.poll(() => page.textContent("#form-error")).toContain("settings.template: is not valid JSON");
+    await page.fill("#template", '{"msg": "{{event}} for {{data.trace_id}}"}');
+    await page.click("#save");
+    await expect.poll(() => page.locator("#webhooks tr").first().locator(".kind").textContent()).toBe("custom");
+    await page.locator("#webhooks tr").first().locator("button.edit").click();
+    expect(await page.inputValue("#template")).toBe('{"msg": "{{event}} for {{data.trace_id}}"}');
+    await page.screenshot({ path: path.join(ARTIFACTS, "dashboard-webhooks-kind.png"), fullPage: true });
+    await page.click("#cancel-edit");
+  });
+
   it("logs out", async () => {
     await page.click("#logout button");
     await expect.poll(() => page.isVisible("#login")).toBe(true);

@@ -25,7 +25,7 @@ export function dashboardPage(options: {
   section { background: #fff; border: 1px solid #d0d7de; border-radius: 8px; padding: 16px; margin-bottom: 16px; }
   h2 { font-size: 16px; margin: 0 0 12px; }
   label { display: block; font-size: 13px; margin: 8px 0 4px; font-weight: 600; }
-  input[type=text], input[type=url], input[type=password] { width: 100%; box-sizing: border-box; padding: 6px 8px; border: 1px solid #d0d7de; border-radius: 6px; }
+  input[type=text], input[type=url], input[type=password], select, textarea { width: 100%; box-sizing: border-box; padding: 6px 8px; border: 1px solid #d0d7de; border-radius: 6px; }
   .events { display: grid; grid-template-columns: repeat(auto-fill, minmax(230px, 1fr)); gap: 4px 16px; font-size: 13px; }
   .events label { font-weight: normal; margin: 0; }
   button { padding: 5px 12px; border: 1px solid #d0d7de; border-radius: 6px; background: #f6f8fa; cursor: pointer; font-size: 13px; }
@@ -37,6 +37,8 @@ export function dashboardPage(options: {
   .dot { display: inline-block; width: 10px; height: 10px; border-radius: 50%; margin-right: 6px; }
   .active { background: #1f883d; } .inactive { background: #8c959f; } .errored { background: #cf222e; }
   .error { color: #cf222e; } .ok { color: #1f883d; } .muted { color: #656d76; }
+  textarea { font-family: ui-monospace, monospace; min-height: 70px; }
+  .kind { font-size: 12px; border: 1px solid #d0d7de; border-radius: 10px; padding: 0 6px; margin-left: 6px; }
   .secret { font-family: ui-monospace, monospace; background: #fff8c5; padding: 8px; border-radius: 6px; word-break: break-all; }
   [hidden] { display: none !important; }
 </style>
@@ -65,6 +67,23 @@ export function dashboardPage(options: {
         <div class="events" id="event-picker"></div>
         <label for="custom-events">Other events (comma-separated)</label>
         <input type="text" id="custom-events" placeholder="billing.invoice_paid">
+        <label for="kind">Payload format</label>
+        <select id="kind">
+          <option value="generic">Generic JSON (the event as is)</option>
+          <option value="slack">Slack (incoming webhook: text and blocks)</option>
+          <option value="discord">Discord (webhook: content and an embed)</option>
+          <option value="telegram">Telegram (Bot API sendMessage)</option>
+          <option value="magic-hour">Magic Hour (its webhook body and signature)</option>
+          <option value="custom">Custom template</option>
+        </select>
+        <div id="kind-telegram" hidden>
+          <label for="chat-id">Telegram chat id (the URL is https://api.telegram.org/bot&lt;token&gt;/sendMessage)</label>
+          <input type="text" id="chat-id" placeholder="-1001234567890 or @channel_name">
+        </div>
+        <div id="kind-custom" hidden>
+          <label for="template">Template: JSON whose strings may use {{event}}, {{timestamp}}, {{delivery_id}}, {{data.field}}</label>
+          <textarea id="template" spellcheck="false" placeholder='{"msg": "{{event}} for {{data.trace_id}}"}'></textarea>
+        </div>
         <label for="secret">Secret (leave empty to generate one)</label>
         <input type="text" id="secret" minlength="16" maxlength="500" autocomplete="off">
         <p class="error" id="form-error"></p>
@@ -141,12 +160,26 @@ function selectedEvents() {
   return [...picked, ...custom];
 }
 
+function showKindSettings() {
+  $("kind-telegram").hidden = $("kind").value !== "telegram";
+  $("kind-custom").hidden = $("kind").value !== "custom";
+}
+
+function kindFields() {
+  const kind = $("kind").value;
+  if (kind === "telegram") return { kind, settings: { chat_id: $("chat-id").value.trim() } };
+  if (kind === "custom") return { kind, settings: { template: $("template").value } };
+  return { kind };
+}
+
 function resetForm() {
   editing = null;
   $("form-title").textContent = "New webhook";
   $("save").textContent = "Create webhook";
   $("cancel-edit").hidden = true;
   $("url").value = ""; $("description").value = ""; $("secret").value = ""; $("form-error").textContent = "";
+  $("kind").value = "generic"; $("chat-id").value = ""; $("template").value = "";
+  showKindSettings();
   renderPicker(["*"]);
 }
 
@@ -156,6 +189,8 @@ function startEdit(webhook) {
   $("save").textContent = "Save changes";
   $("cancel-edit").hidden = false;
   $("url").value = webhook.url; $("description").value = webhook.description; $("secret").value = "";
+  $("kind").value = webhook.kind; $("chat-id").value = webhook.settings.chat_id || ""; $("template").value = webhook.settings.template || "";
+  showKindSettings();
   renderPicker(webhook.events);
   $("url").focus();
 }
@@ -197,7 +232,8 @@ function render(webhooks) {
     remove.onclick = async () => { if (confirm("Delete this webhook and its history?")) { await api("DELETE", "/api/webhooks/" + webhook.id); await load(); } };
     const row = el("tr", {},
       el("td", {}, el("span", { className: "dot " + webhook.status }), el("span", { className: "status", textContent: webhook.status })),
-      el("td", {}, el("div", { textContent: webhook.url, className: "url" }), el("div", { className: "muted", textContent: webhook.description })),
+      el("td", {}, el("div", {}, el("span", { textContent: webhook.url, className: "url" }), el("span", { textContent: webhook.kind, className: "kind" })),
+        el("div", { className: "muted", textContent: webhook.description })),
       el("td", { textContent: webhook.events.join(", ") }),
       el("td", { textContent: webhook.failure_count }),
       el("td", { textContent: webhook.last_triggered_at ? webhook.last_status : "—" }),
@@ -227,7 +263,7 @@ async function showDeliveries(webhook) {
 $("webhook-form").onsubmit = async (event) => {
   event.preventDefault();
   $("form-error").textContent = "";
-  const body = { url: $("url").value.trim(), description: $("description").value, events: selectedEvents() };
+  const body = { url: $("url").value.trim(), description: $("description").value, events: selectedEvents(), ...kindFields() };
   if ($("secret").value) body.secret = $("secret").value;
   try {
     if (editing) {
@@ -243,6 +279,7 @@ $("webhook-form").onsubmit = async (event) => {
   } catch (error) { $("form-error").textContent = error.message; }
 };
 $("cancel-edit").onclick = resetForm;
+$("kind").onchange = showKindSettings;
 
 resetForm();
 if (boot.loginError) showLogin(boot.loginError); else load();

@@ -2,10 +2,10 @@ import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { Logger } from "../platform/logger.js";
 import type { Counter, Metrics } from "../platform/metrics.js";
+import { deliveryRequest } from "./delivery-request.js";
 import type { WebhookHttpClient } from "./outbound.js";
 import * as repo from "./repository.js";
 import type { ClaimedDelivery } from "./repository.js";
-import { signBody } from "./signature.js";
 
 const DELIVERIES_CHANNEL = "webhook_deliveries";
 /** The seed: up to 3 retries after the first attempt. */
@@ -96,15 +96,8 @@ export class Dispatcher {
 
   /** Sends one attempt of a claimed delivery and records its outcome. */
   async attempt(delivery: ClaimedDelivery): Promise<AttemptResult> {
-    const headers: Record<string, string> = {
-      "Content-Type": "application/json",
-      "User-Agent": "Service-Webhook/1.0",
-      "X-Webhook-Event": delivery.event,
-      "X-Webhook-Timestamp": delivery.occurred_at.toISOString(),
-      "X-Webhook-Id": delivery.id,
-    };
-    if (delivery.secret) headers["X-Webhook-Signature"] = signBody(delivery.secret, delivery.body);
-    const result = await this.http.post(delivery.url, delivery.body, headers);
+    const request = deliveryRequest(delivery, new Date());
+    const result = await this.http.post(delivery.url, request.body, request.headers);
 
     const success = result.status >= 200 && result.status < 300;
     const retryable = result.status === 0 || result.status >= 500;

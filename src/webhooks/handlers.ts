@@ -54,6 +54,8 @@ function toWebhook(row: WebhookRow, { masked = false } = {}): Webhook {
     lastStatus: row.last_status ?? 0,
     failureCount: row.failure_count,
     status: statusOf(row),
+    kind: row.kind,
+    settings: row.settings,
   };
 }
 

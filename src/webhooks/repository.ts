@@ -5,7 +5,15 @@ import type { WebhookAttemptRow, WebhookRow } from "../platform/db/schema.js";
 
 export async function insertWebhook(
   db: Db,
-  webhook: { accountId: string; url: string; events: string[]; secret: string; description: string },
+  webhook: {
+    accountId: string;
+    url: string;
+    events: string[];
+    secret: string;
+    description: string;
+    kind: string;
+    settings: Record<string, string>;
+  },
 ): Promise<WebhookRow> {
   return db
     .insertInto("webhooks")
@@ -15,6 +23,8 @@ export async function insertWebhook(
       events: webhook.events,
       secret: webhook.secret,
       description: webhook.description,
+      kind: webhook.kind,
+      settings: JSON.stringify(webhook.settings),
     })
     .returningAll()
     .executeTakeFirstOrThrow();
@@ -45,6 +55,8 @@ export interface WebhookPatch {
   events?: string[];
   description?: string;
   enabled?: boolean;
+  kind?: string;
+  settings?: Record<string, string>;
 }
 
 /** Applies the patch; turning a disabled webhook back on resets its failure count. */
@@ -62,6 +74,8 @@ export async function updateWebhook(
       ...(patch.events !== undefined ? { events: patch.events } : {}),
       ...(patch.description !== undefined ? { description: patch.description } : {}),
       ...(patch.enabled !== undefined ? { enabled: patch.enabled } : {}),
+      ...(patch.kind !== undefined ? { kind: patch.kind } : {}),
+      ...(patch.settings !== undefined ? { settings: JSON.stringify(patch.settings) } : {}),
       ...(patch.enabled === true
         ? { failure_count: eb.case().when("enabled", "=", false).then(0).else(eb.ref("failure_count")).end() }
         : {}),
@@ -152,6 +166,8 @@ export interface ClaimedDelivery {
   url: string;
   secret: string;
   enabled: boolean;
+  kind: string;
+  settings: Record<string, string>;
   event: string;
   body: string;
   occurred_at: Date;
@@ -176,7 +192,7 @@ export async function claimDueDeliveries(db: Db, limit: number, leaseMs: number)
       from due where d.id = due.id
       returning d.id, d.webhook_id, d.event_id, d.attempts, d.retries
     )
-    select c.id, c.webhook_id, c.attempts as attempt, c.retries, w.url, w.secret, w.enabled,
+    select c.id, c.webhook_id, c.attempts as attempt, c.retries, w.url, w.secret, w.enabled, w.kind, w.settings,
            e.name as event, e.body, e.occurred_at
     from claimed c join webhooks w on w.id = c.webhook_id join webhook_events e on e.id = c.event_id`.execute(db);
   return rows;

@@ -6,6 +6,7 @@ import { invalidArgument, notFound, type RpcError, Violations } from "../platfor
 import { isUuid } from "../platform/ids.js";
 import type { Dispatcher } from "./dispatcher.js";
 import { EVENT_NAME } from "./events.js";
+import { checkKind } from "./kinds/index.js";
 import * as repo from "./repository.js";
 import { generateSecret } from "./signature.js";
 import type { SsrfGuard, UrlProblem } from "../platform/ssrf.js";
@@ -48,6 +49,8 @@ export class WebhookService {
     const events = checkEvents(violations, request.events);
     checkDescription(violations, request.description);
     if (request.secret !== "") checkSecret(violations, request.secret);
+    const kind = request.kind || "generic";
+    checkKind(violations, kind, request.settings);
     violations.throwIfAny();
     await this.checkUrl(request.url);
     return repo.insertWebhook(this.db, {
@@ -56,6 +59,8 @@ export class WebhookService {
       events: events.length > 0 ? events : ["*"],
       secret: request.secret || generateSecret(),
       description: request.description,
+      kind,
+      settings: request.settings,
     });
   }
 
@@ -72,7 +77,8 @@ export class WebhookService {
     if (request.description !== undefined) checkDescription(violations, request.description);
     if (request.secret !== undefined) checkSecret(violations, request.secret);
     violations.throwIfAny();
-    await this.get(principal, request.webhookId);
+    const current = await this.get(principal, request.webhookId);
+    const format = kindChange(current, request);
     if (request.url !== undefined) await this.checkUrl(request.url);
     const row = await repo.updateWebhook(this.db, principal.accountId, request.webhookId, {
       url: request.url,
@@ -80,6 +86,7 @@ export class WebhookService {
       events: events.length > 0 ? events : undefined,
       description: request.description,
       enabled: request.enabled,
+      ...format,
     });
     if (!row) throw webhookNotFound(request.webhookId);
     return row;
@@ -113,6 +120,8 @@ export class WebhookService {
       url: webhook.url,
       secret: webhook.secret,
       enabled: true,
+      kind: webhook.kind,
+      settings: webhook.settings,
       event: "test.ping",
       body,
       occurred_at: occurredAt,
@@ -197,6 +206,22 @@ export class WebhookService {
 /** The body every receiver gets: the exact bytes that are signed. */
 function eventBody(event: string, occurredAt: Date, data: Record<string, unknown>): string {
   return JSON.stringify({ event, timestamp: occurredAt.toISOString(), data });
+}
+
+/**
+ * The kind and settings an update leads to, checked together: settings sent replace the old ones;
+ * a new kind without settings starts from none (the old kind's settings mean nothing to it).
+ */
+function kindChange(current: WebhookRow, request: UpdateWebhookRequest): { kind?: string; settings?: Record<string, string> } {
+  const newSettings = Object.keys(request.settings).length > 0;
+  const newKind = request.kind !== undefined && request.kind !== current.kind;
+  if (!newSettings && !newKind) return {};
+  const kind = request.kind ?? current.kind;
+  const settings = newSettings ? request.settings : {};
+  const violations = new Violations();
+  checkKind(violations, kind, settings);
+  violations.throwIfAny();
+  return { kind, settings };
 }
 
 function checkEvents(violations: Violations, events: string[]): string[] {

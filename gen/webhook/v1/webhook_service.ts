@@ -47,6 +47,21 @@ export interface Webhook {
   failureCount: number;
   /** active, inactive (disabled) or errored (enabled, but its last delivery failed). */
   status: string;
+  /**
+   * The payload format: generic (the seed's event JSON, the default), slack, discord, telegram,
+   * magic-hour or custom.
+   */
+  kind: string;
+  /**
+   * What the kind needs: chat_id for telegram; template (a JSON document whose strings may hold
+   * {{event}}, {{timestamp}}, {{delivery_id}} or {{data.some.field}}) for custom.
+   */
+  settings: { [key: string]: string };
+}
+
+export interface Webhook_SettingsEntry {
+  key: string;
+  value: string;
 }
 
 export interface Delivery {
@@ -89,6 +104,15 @@ export interface CreateWebhookRequest {
   events: string[];
   /** At most 1000 characters. */
   description: string;
+  /** generic (default), slack, discord, telegram, magic-hour or custom. */
+  kind: string;
+  /** telegram: chat_id (required); custom: template (required). */
+  settings: { [key: string]: string };
+}
+
+export interface CreateWebhookRequest_SettingsEntry {
+  key: string;
+  value: string;
 }
 
 export interface CreateWebhookResponse {
@@ -113,6 +137,16 @@ export interface UpdateWebhookRequest {
   events: string[];
   description?: string | undefined;
   enabled?: boolean | undefined;
+  kind?:
+    | string
+    | undefined;
+  /** Replaces the settings when not empty, or when kind changes. */
+  settings: { [key: string]: string };
+}
+
+export interface UpdateWebhookRequest_SettingsEntry {
+  key: string;
+  value: string;
 }
 
 export interface UpdateWebhookResponse {
@@ -187,6 +221,8 @@ function createBaseWebhook(): Webhook {
     lastStatus: 0,
     failureCount: 0,
     status: "",
+    kind: "",
+    settings: {},
   };
 }
 
@@ -225,6 +261,12 @@ export const Webhook: MessageFns<Webhook> = {
     if (message.status !== "") {
       writer.uint32(90).string(message.status);
     }
+    if (message.kind !== "") {
+      writer.uint32(98).string(message.kind);
+    }
+    globalThis.Object.entries(message.settings).forEach(([key, value]: [string, string]) => {
+      Webhook_SettingsEntry.encode({ key: key as any, value }, writer.uint32(106).fork()).join();
+    });
     return writer;
   },
 
@@ -329,6 +371,25 @@ export const Webhook: MessageFns<Webhook> = {
             message.status = reader.string();
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.kind = reader.string();
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            const entry13 = Webhook_SettingsEntry.decode(reader, reader.uint32());
+            if (entry13.value !== undefined) {
+              message.settings[entry13.key] = entry13.value;
+            }
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -357,6 +418,83 @@ export const Webhook: MessageFns<Webhook> = {
     message.lastStatus = object.lastStatus ?? 0;
     message.failureCount = object.failureCount ?? 0;
     message.status = object.status ?? "";
+    message.kind = object.kind ?? "";
+    message.settings = (globalThis.Object.entries(object.settings ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    return message;
+  },
+};
+
+function createBaseWebhook_SettingsEntry(): Webhook_SettingsEntry {
+  return { key: "", value: "" };
+}
+
+export const Webhook_SettingsEntry: MessageFns<Webhook_SettingsEntry> = {
+  encode(message: Webhook_SettingsEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Webhook_SettingsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWebhook_SettingsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<Webhook_SettingsEntry>, I>>(base?: I): Webhook_SettingsEntry {
+    return Webhook_SettingsEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<Webhook_SettingsEntry>, I>>(object: I): Webhook_SettingsEntry {
+    const message = createBaseWebhook_SettingsEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
     return message;
   },
 };
@@ -673,7 +811,7 @@ export const ListWebhooksResponse: MessageFns<ListWebhooksResponse> = {
 };
 
 function createBaseCreateWebhookRequest(): CreateWebhookRequest {
-  return { url: "", secret: "", events: [], description: "" };
+  return { url: "", secret: "", events: [], description: "", kind: "", settings: {} };
 }
 
 export const CreateWebhookRequest: MessageFns<CreateWebhookRequest> = {
@@ -690,6 +828,12 @@ export const CreateWebhookRequest: MessageFns<CreateWebhookRequest> = {
     if (message.description !== "") {
       writer.uint32(34).string(message.description);
     }
+    if (message.kind !== "") {
+      writer.uint32(42).string(message.kind);
+    }
+    globalThis.Object.entries(message.settings).forEach(([key, value]: [string, string]) => {
+      CreateWebhookRequest_SettingsEntry.encode({ key: key as any, value }, writer.uint32(50).fork()).join();
+    });
     return writer;
   },
 
@@ -738,6 +882,25 @@ export const CreateWebhookRequest: MessageFns<CreateWebhookRequest> = {
             message.description = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.kind = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            const entry6 = CreateWebhookRequest_SettingsEntry.decode(reader, reader.uint32());
+            if (entry6.value !== undefined) {
+              message.settings[entry6.key] = entry6.value;
+            }
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -759,6 +922,87 @@ export const CreateWebhookRequest: MessageFns<CreateWebhookRequest> = {
     message.secret = object.secret ?? "";
     message.events = object.events?.map((e) => e) || [];
     message.description = object.description ?? "";
+    message.kind = object.kind ?? "";
+    message.settings = (globalThis.Object.entries(object.settings ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    return message;
+  },
+};
+
+function createBaseCreateWebhookRequest_SettingsEntry(): CreateWebhookRequest_SettingsEntry {
+  return { key: "", value: "" };
+}
+
+export const CreateWebhookRequest_SettingsEntry: MessageFns<CreateWebhookRequest_SettingsEntry> = {
+  encode(message: CreateWebhookRequest_SettingsEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateWebhookRequest_SettingsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateWebhookRequest_SettingsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<CreateWebhookRequest_SettingsEntry>, I>>(
+    base?: I,
+  ): CreateWebhookRequest_SettingsEntry {
+    return CreateWebhookRequest_SettingsEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateWebhookRequest_SettingsEntry>, I>>(
+    object: I,
+  ): CreateWebhookRequest_SettingsEntry {
+    const message = createBaseCreateWebhookRequest_SettingsEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
     return message;
   },
 };
@@ -933,7 +1177,16 @@ export const GetWebhookResponse: MessageFns<GetWebhookResponse> = {
 };
 
 function createBaseUpdateWebhookRequest(): UpdateWebhookRequest {
-  return { webhookId: "", url: undefined, secret: undefined, events: [], description: undefined, enabled: undefined };
+  return {
+    webhookId: "",
+    url: undefined,
+    secret: undefined,
+    events: [],
+    description: undefined,
+    enabled: undefined,
+    kind: undefined,
+    settings: {},
+  };
 }
 
 export const UpdateWebhookRequest: MessageFns<UpdateWebhookRequest> = {
@@ -956,6 +1209,12 @@ export const UpdateWebhookRequest: MessageFns<UpdateWebhookRequest> = {
     if (message.enabled !== undefined) {
       writer.uint32(48).bool(message.enabled);
     }
+    if (message.kind !== undefined) {
+      writer.uint32(58).string(message.kind);
+    }
+    globalThis.Object.entries(message.settings).forEach(([key, value]: [string, string]) => {
+      UpdateWebhookRequest_SettingsEntry.encode({ key: key as any, value }, writer.uint32(66).fork()).join();
+    });
     return writer;
   },
 
@@ -1020,6 +1279,25 @@ export const UpdateWebhookRequest: MessageFns<UpdateWebhookRequest> = {
             message.enabled = reader.bool();
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.kind = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            const entry8 = UpdateWebhookRequest_SettingsEntry.decode(reader, reader.uint32());
+            if (entry8.value !== undefined) {
+              message.settings[entry8.key] = entry8.value;
+            }
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1043,6 +1321,87 @@ export const UpdateWebhookRequest: MessageFns<UpdateWebhookRequest> = {
     message.events = object.events?.map((e) => e) || [];
     message.description = object.description ?? undefined;
     message.enabled = object.enabled ?? undefined;
+    message.kind = object.kind ?? undefined;
+    message.settings = (globalThis.Object.entries(object.settings ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    return message;
+  },
+};
+
+function createBaseUpdateWebhookRequest_SettingsEntry(): UpdateWebhookRequest_SettingsEntry {
+  return { key: "", value: "" };
+}
+
+export const UpdateWebhookRequest_SettingsEntry: MessageFns<UpdateWebhookRequest_SettingsEntry> = {
+  encode(message: UpdateWebhookRequest_SettingsEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UpdateWebhookRequest_SettingsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUpdateWebhookRequest_SettingsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<UpdateWebhookRequest_SettingsEntry>, I>>(
+    base?: I,
+  ): UpdateWebhookRequest_SettingsEntry {
+    return UpdateWebhookRequest_SettingsEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UpdateWebhookRequest_SettingsEntry>, I>>(
+    object: I,
+  ): UpdateWebhookRequest_SettingsEntry {
+    const message = createBaseUpdateWebhookRequest_SettingsEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
     return message;
   },
 };
