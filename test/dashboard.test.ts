@@ -136,9 +136,23 @@ describe("/dashboard/webhooks in a real browser", () => {
     await expect.poll(() => page.textContent("#form-error")).toContain("settings.template: is not valid JSON");
     await page.fill("#template", '{"msg": "{{event}} for {{data.trace_id}}"}');
     await page.click("#save");
-    await expect.poll(() => page.locator("#webhooks tr").first().locator(".kind").textContent()).toBe("custom");
+    await expect.poll(() => page.locator("#webhooks tr").first().locator(".kind").first().textContent()).toBe("custom");
     await page.locator("#webhooks tr").first().locator("button.edit").click();
     expect(await page.inputValue("#template")).toBe('{"msg": "{{event}} for {{data.trace_id}}"}');
+    await page.click("#cancel-edit");
+  });
+
+  it("switches to Standard Webhooks and rotates the secret, showing until when the old one signs", async () => {
+    await page.locator("#webhooks tr").first().locator("button.edit").click();
+    await page.selectOption("#scheme", "standard-webhooks");
+    const next = `whsec_${Buffer.alloc(24, 3).toString("base64")}`;
+    await page.fill("#secret", next);
+    await page.click("#save");
+    const row = page.locator("#webhooks tr").first();
+    await expect.poll(() => row.locator(".scheme").textContent()).toBe("standard-webhooks");
+    expect(await row.locator(".rotation").textContent()).toMatch(/^previous secret signs until /);
+    await page.locator("#webhooks tr").first().locator("button.edit").click();
+    expect(await page.inputValue("#scheme")).toBe("standard-webhooks");
     await page.screenshot({ path: path.join(ARTIFACTS, "dashboard-webhooks-kind.png"), fullPage: true });
     await page.click("#cancel-edit");
   });

@@ -38,7 +38,7 @@ export function dashboardPage(options: {
   .active { background: #1f883d; } .inactive { background: #8c959f; } .errored { background: #cf222e; }
   .error { color: #cf222e; } .ok { color: #1f883d; } .muted { color: #656d76; }
   textarea { font-family: ui-monospace, monospace; min-height: 70px; }
-  .kind { font-size: 12px; border: 1px solid #d0d7de; border-radius: 10px; padding: 0 6px; margin-left: 6px; }
+  .kind { white-space: nowrap; font-size: 12px; border: 1px solid #d0d7de; border-radius: 10px; padding: 0 6px; margin-left: 6px; }
   .secret { font-family: ui-monospace, monospace; background: #fff8c5; padding: 8px; border-radius: 6px; word-break: break-all; }
   [hidden] { display: none !important; }
 </style>
@@ -84,7 +84,12 @@ export function dashboardPage(options: {
           <label for="template">Template: JSON whose strings may use {{event}}, {{timestamp}}, {{delivery_id}}, {{data.field}}</label>
           <textarea id="template" spellcheck="false" placeholder='{"msg": "{{event}} for {{data.trace_id}}"}'></textarea>
         </div>
-        <label for="secret">Secret (leave empty to generate one)</label>
+        <label for="scheme">Signature scheme</label>
+        <select id="scheme">
+          <option value="seed">X-Webhook-Signature (sha256= hex HMAC of the body)</option>
+          <option value="standard-webhooks">Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature)</option>
+        </select>
+        <label for="secret">Secret (leave empty to generate one; a new secret leaves the old one signing for 24 hours)</label>
         <input type="text" id="secret" minlength="16" maxlength="500" autocomplete="off">
         <p class="error" id="form-error"></p>
         <button class="primary" type="submit" id="save">Create webhook</button>
@@ -178,7 +183,7 @@ function resetForm() {
   $("save").textContent = "Create webhook";
   $("cancel-edit").hidden = true;
   $("url").value = ""; $("description").value = ""; $("secret").value = ""; $("form-error").textContent = "";
-  $("kind").value = "generic"; $("chat-id").value = ""; $("template").value = "";
+  $("kind").value = "generic"; $("chat-id").value = ""; $("template").value = ""; $("scheme").value = "seed";
   showKindSettings();
   renderPicker(["*"]);
 }
@@ -189,6 +194,7 @@ function startEdit(webhook) {
   $("save").textContent = "Save changes";
   $("cancel-edit").hidden = false;
   $("url").value = webhook.url; $("description").value = webhook.description; $("secret").value = "";
+  $("scheme").value = webhook.signature_scheme;
   $("kind").value = webhook.kind; $("chat-id").value = webhook.settings.chat_id || ""; $("template").value = webhook.settings.template || "";
   showKindSettings();
   renderPicker(webhook.events);
@@ -232,7 +238,11 @@ function render(webhooks) {
     remove.onclick = async () => { if (confirm("Delete this webhook and its history?")) { await api("DELETE", "/api/webhooks/" + webhook.id); await load(); } };
     const row = el("tr", {},
       el("td", {}, el("span", { className: "dot " + webhook.status }), el("span", { className: "status", textContent: webhook.status })),
-      el("td", {}, el("div", {}, el("span", { textContent: webhook.url, className: "url" }), el("span", { textContent: webhook.kind, className: "kind" })),
+      el("td", {}, el("div", {}, el("span", { textContent: webhook.url, className: "url" }), el("span", { textContent: webhook.kind, className: "kind" }),
+          webhook.signature_scheme === "seed" ? "" : el("span", { textContent: webhook.signature_scheme, className: "kind scheme" })),
+        webhook.previous_secret_expires_at
+          ? el("div", { className: "muted rotation", textContent: "previous secret signs until " + new Date(webhook.previous_secret_expires_at).toLocaleString() })
+          : "",
         el("div", { className: "muted", textContent: webhook.description })),
       el("td", { textContent: webhook.events.join(", ") }),
       el("td", { textContent: webhook.failure_count }),
@@ -263,7 +273,7 @@ async function showDeliveries(webhook) {
 $("webhook-form").onsubmit = async (event) => {
   event.preventDefault();
   $("form-error").textContent = "";
-  const body = { url: $("url").value.trim(), description: $("description").value, events: selectedEvents(), ...kindFields() };
+  const body = { url: $("url").value.trim(), description: $("description").value, events: selectedEvents(), ...kindFields(), signature_scheme: $("scheme").value };
   if ($("secret").value) body.secret = $("secret").value;
   try {
     if (editing) {

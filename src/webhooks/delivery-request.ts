@@ -1,6 +1,6 @@
 import { renderKind } from "./kinds/index.js";
 import type { ClaimedDelivery } from "./repository.js";
-import { signBody } from "./signature.js";
+import { signatureHeaders } from "./signing.js";
 
 export interface DeliveryRequest {
   body: string;
@@ -9,7 +9,8 @@ export interface DeliveryRequest {
 
 /**
  * The request one attempt sends: the webhook's kind shapes the body, and the seed's headers (plus
- * X-Webhook-Id, stable across retries) come with every kind, the signature over the bytes sent.
+ * X-Webhook-Id, stable across retries) come with every kind; the webhook's signature scheme signs
+ * the bytes sent.
  */
 export function deliveryRequest(delivery: ClaimedDelivery, sentAt: Date): DeliveryRequest {
   const payload = renderKind(delivery, delivery, sentAt);
@@ -20,7 +21,7 @@ export function deliveryRequest(delivery: ClaimedDelivery, sentAt: Date): Delive
     "X-Webhook-Timestamp": delivery.occurred_at.toISOString(),
     "X-Webhook-Id": delivery.id,
     ...payload.headers,
+    ...signatureHeaders(delivery, delivery.id, payload.body, sentAt),
   };
-  if (delivery.secret) headers["X-Webhook-Signature"] = signBody(delivery.secret, payload.body);
   return { body: payload.body, headers };
 }

@@ -4,6 +4,7 @@ import { defineService } from "../transport/call.js";
 import type { AttemptWithEvent } from "./repository.js";
 import type { WebhookService } from "./service.js";
 import { maskSecret } from "./signature.js";
+import { livePreviousSecret } from "./signing.js";
 
 export function webhookService(webhooks: WebhookService) {
   return defineService(
@@ -56,6 +57,8 @@ function toWebhook(row: WebhookRow, { masked = false } = {}): Webhook {
     status: statusOf(row),
     kind: row.kind,
     settings: row.settings,
+    signatureScheme: row.signature_scheme,
+    previousSecretExpiresAt: livePreviousSecret(row, new Date()) ? row.previous_secret_expires_at! : undefined,
   };
 }
 

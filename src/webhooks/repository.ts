@@ -13,6 +13,7 @@ export async function insertWebhook(
     description: string;
     kind: string;
     settings: Record<string, string>;
+    signatureScheme: string;
   },
 ): Promise<WebhookRow> {
   return db
@@ -25,6 +26,7 @@ export async function insertWebhook(
       description: webhook.description,
       kind: webhook.kind,
       settings: JSON.stringify(webhook.settings),
+      signature_scheme: webhook.signatureScheme,
     })
     .returningAll()
     .executeTakeFirstOrThrow();
@@ -57,25 +59,42 @@ export interface WebhookPatch {
   enabled?: boolean;
   kind?: string;
   settings?: Record<string, string>;
+  signatureScheme?: string;
 }
 
-/** Applies the patch; turning a disabled webhook back on resets its failure count. */
+/**
+ * Applies the patch; turning a disabled webhook back on resets its failure count, and a new secret
+ * keeps the one it replaces signing for `previousSecretTtlMs`.
+ */
 export async function updateWebhook(
   db: Db,
   accountId: string,
   id: string,
   patch: WebhookPatch,
+  previousSecretTtlMs: number,
 ): Promise<WebhookRow | undefined> {
   return db
     .updateTable("webhooks")
     .set((eb) => ({
       ...(patch.url !== undefined ? { url: patch.url } : {}),
-      ...(patch.secret !== undefined ? { secret: patch.secret } : {}),
+      ...(patch.secret !== undefined
+        ? {
+            secret: patch.secret,
+            previous_secret: eb.case().when("secret", "<>", patch.secret).then(eb.ref("secret")).else(eb.ref("previous_secret")).end(),
+            previous_secret_expires_at: eb
+              .case()
+              .when("secret", "<>", patch.secret)
+              .then(sql<Date>`now() + make_interval(secs => ${previousSecretTtlMs / 1000})`)
+              .else(eb.ref("previous_secret_expires_at"))
+              .end(),
+          }
+        : {}),
       ...(patch.events !== undefined ? { events: patch.events } : {}),
       ...(patch.description !== undefined ? { description: patch.description } : {}),
       ...(patch.enabled !== undefined ? { enabled: patch.enabled } : {}),
       ...(patch.kind !== undefined ? { kind: patch.kind } : {}),
       ...(patch.settings !== undefined ? { settings: JSON.stringify(patch.settings) } : {}),
+      ...(patch.signatureScheme !== undefined ? { signature_scheme: patch.signatureScheme } : {}),
       ...(patch.enabled === true
         ? { failure_count: eb.case().when("enabled", "=", false).then(0).else(eb.ref("failure_count")).end() }
         : {}),
@@ -168,6 +187,9 @@ export interface ClaimedDelivery {
   enabled: boolean;
   kind: string;
   settings: Record<string, string>;
+  signature_scheme: string;
+  /** The replaced secret while it still signs, else null. */
+  previous_secret: string | null;
   event: string;
   body: string;
   occurred_at: Date;
@@ -192,7 +214,8 @@ export async function claimDueDeliveries(db: Db, limit: number, leaseMs: number)
       from due where d.id = due.id
       returning d.id, d.webhook_id, d.event_id, d.attempts, d.retries
     )
-    select c.id, c.webhook_id, c.attempts as attempt, c.retries, w.url, w.secret, w.enabled, w.kind, w.settings,
+    select c.id, c.webhook_id, c.attempts as attempt, c.retries, w.url, w.secret, w.enabled, w.kind, w.settings, w.signature_scheme,
+           case when w.previous_secret_expires_at > now() then w.previous_secret end as previous_secret,
            e.name as event, e.body, e.occurred_at
     from claimed c join webhooks w on w.id = c.webhook_id join webhook_events e on e.id = c.event_id`.execute(db);
   return rows;

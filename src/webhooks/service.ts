@@ -8,7 +8,7 @@ import type { Dispatcher } from "./dispatcher.js";
 import { EVENT_NAME } from "./events.js";
 import { checkKind } from "./kinds/index.js";
 import * as repo from "./repository.js";
-import { generateSecret } from "./signature.js";
+import { checkScheme, checkStandardSecret, generateSecretFor, livePreviousSecret, PREVIOUS_SECRET_TTL_MS } from "./signing.js";
 import type { SsrfGuard, UrlProblem } from "../platform/ssrf.js";
 
 const MAX_EVENTS = 64;
@@ -51,16 +51,20 @@ export class WebhookService {
     if (request.secret !== "") checkSecret(violations, request.secret);
     const kind = request.kind || "generic";
     checkKind(violations, kind, request.settings);
+    const scheme = request.signatureScheme || "seed";
+    checkScheme(violations, scheme);
+    if (scheme === "standard-webhooks" && request.secret !== "") checkStandardSecret(violations, request.secret);
     violations.throwIfAny();
     await this.checkUrl(request.url);
     return repo.insertWebhook(this.db, {
       accountId: principal.accountId,
       url: request.url,
       events: events.length > 0 ? events : ["*"],
-      secret: request.secret || generateSecret(),
+      secret: request.secret || generateSecretFor(scheme),
       description: request.description,
       kind,
       settings: request.settings,
+      signatureScheme: scheme,
     });
   }
 
@@ -76,18 +80,22 @@ export class WebhookService {
     const events = checkEvents(violations, request.events);
     if (request.description !== undefined) checkDescription(violations, request.description);
     if (request.secret !== undefined) checkSecret(violations, request.secret);
+    if (request.signatureScheme !== undefined) checkScheme(violations, request.signatureScheme);
     violations.throwIfAny();
     const current = await this.get(principal, request.webhookId);
     const format = kindChange(current, request);
+    checkSchemeSecret(current, request);
     if (request.url !== undefined) await this.checkUrl(request.url);
-    const row = await repo.updateWebhook(this.db, principal.accountId, request.webhookId, {
+    const patch: repo.WebhookPatch = {
       url: request.url,
       secret: request.secret,
       events: events.length > 0 ? events : undefined,
       description: request.description,
       enabled: request.enabled,
       ...format,
-    });
+      signatureScheme: request.signatureScheme,
+    };
+    const row = await repo.updateWebhook(this.db, principal.accountId, request.webhookId, patch, PREVIOUS_SECRET_TTL_MS);
     if (!row) throw webhookNotFound(request.webhookId);
     return row;
   }
@@ -122,6 +130,8 @@ export class WebhookService {
       enabled: true,
       kind: webhook.kind,
       settings: webhook.settings,
+      signature_scheme: webhook.signature_scheme,
+      previous_secret: livePreviousSecret(webhook, occurredAt),
       event: "test.ping",
       body,
       occurred_at: occurredAt,
@@ -222,6 +232,16 @@ function kindChange(current: WebhookRow, request: UpdateWebhookRequest): { kind?
   checkKind(violations, kind, settings);
   violations.throwIfAny();
   return { kind, settings };
+}
+
+/** A webhook that ends up on the standard-webhooks scheme needs a secret of that scheme's format. */
+function checkSchemeSecret(current: WebhookRow, request: UpdateWebhookRequest): void {
+  if ((request.signatureScheme ?? current.signature_scheme) !== "standard-webhooks") return;
+  const changesScheme = request.signatureScheme !== undefined && request.signatureScheme !== current.signature_scheme;
+  if (!changesScheme && request.secret === undefined) return;
+  const violations = new Violations();
+  checkStandardSecret(violations, request.secret ?? current.secret);
+  violations.throwIfAny();
 }
 
 function checkEvents(violations: Violations, events: string[]): string[] {

@@ -57,6 +57,13 @@ export interface Webhook {
    * {{event}}, {{timestamp}}, {{delivery_id}} or {{data.some.field}}) for custom.
    */
   settings: { [key: string]: string };
+  /**
+   * seed (X-Webhook-Signature, the default) or standard-webhooks (webhook-id, webhook-timestamp,
+   * webhook-signature).
+   */
+  signatureScheme: string;
+  /** After a secret is changed, the previous one signs too until this time (24 hours). */
+  previousSecretExpiresAt: Date | undefined;
 }
 
 export interface Webhook_SettingsEntry {
@@ -98,7 +105,10 @@ export interface ListWebhooksResponse {
 export interface CreateWebhookRequest {
   /** http(s), at most 2000 characters, not a private or loopback address. */
   url: string;
-  /** 16..500 characters; generated (whsec_ + 48 hex) when empty. */
+  /**
+   * 16..500 characters; generated when empty (whsec_ + 48 hex; for standard-webhooks whsec_ +
+   * base64 of 24 bytes).
+   */
   secret: string;
   /** Event names ("*" or dotted, like request.completed), at most 64; default ["*"]. */
   events: string[];
@@ -108,6 +118,8 @@ export interface CreateWebhookRequest {
   kind: string;
   /** telegram: chat_id (required); custom: template (required). */
   settings: { [key: string]: string };
+  /** seed (default) or standard-webhooks, whose secret is whsec_ + base64 of 24..64 bytes. */
+  signatureScheme: string;
 }
 
 export interface CreateWebhookRequest_SettingsEntry {
@@ -129,7 +141,10 @@ export interface GetWebhookResponse {
 
 export interface UpdateWebhookRequest {
   webhookId: string;
-  url?: string | undefined;
+  url?:
+    | string
+    | undefined;
+  /** A new secret; the one it replaces keeps signing beside it for 24 hours. */
   secret?:
     | string
     | undefined;
@@ -142,6 +157,7 @@ export interface UpdateWebhookRequest {
     | undefined;
   /** Replaces the settings when not empty, or when kind changes. */
   settings: { [key: string]: string };
+  signatureScheme?: string | undefined;
 }
 
 export interface UpdateWebhookRequest_SettingsEntry {
@@ -223,6 +239,8 @@ function createBaseWebhook(): Webhook {
     status: "",
     kind: "",
     settings: {},
+    signatureScheme: "",
+    previousSecretExpiresAt: undefined,
   };
 }
 
@@ -267,6 +285,12 @@ export const Webhook: MessageFns<Webhook> = {
     globalThis.Object.entries(message.settings).forEach(([key, value]: [string, string]) => {
       Webhook_SettingsEntry.encode({ key: key as any, value }, writer.uint32(106).fork()).join();
     });
+    if (message.signatureScheme !== "") {
+      writer.uint32(114).string(message.signatureScheme);
+    }
+    if (message.previousSecretExpiresAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.previousSecretExpiresAt), writer.uint32(122).fork()).join();
+    }
     return writer;
   },
 
@@ -390,6 +414,22 @@ export const Webhook: MessageFns<Webhook> = {
             }
             continue;
           }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.signatureScheme = reader.string();
+            continue;
+          }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.previousSecretExpiresAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -428,6 +468,8 @@ export const Webhook: MessageFns<Webhook> = {
       },
       {},
     );
+    message.signatureScheme = object.signatureScheme ?? "";
+    message.previousSecretExpiresAt = object.previousSecretExpiresAt ?? undefined;
     return message;
   },
 };
@@ -811,7 +853,7 @@ export const ListWebhooksResponse: MessageFns<ListWebhooksResponse> = {
 };
 
 function createBaseCreateWebhookRequest(): CreateWebhookRequest {
-  return { url: "", secret: "", events: [], description: "", kind: "", settings: {} };
+  return { url: "", secret: "", events: [], description: "", kind: "", settings: {}, signatureScheme: "" };
 }
 
 export const CreateWebhookRequest: MessageFns<CreateWebhookRequest> = {
@@ -834,6 +876,9 @@ export const CreateWebhookRequest: MessageFns<CreateWebhookRequest> = {
     globalThis.Object.entries(message.settings).forEach(([key, value]: [string, string]) => {
       CreateWebhookRequest_SettingsEntry.encode({ key: key as any, value }, writer.uint32(50).fork()).join();
     });
+    if (message.signatureScheme !== "") {
+      writer.uint32(58).string(message.signatureScheme);
+    }
     return writer;
   },
 
@@ -901,6 +946,14 @@ export const CreateWebhookRequest: MessageFns<CreateWebhookRequest> = {
             }
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.signatureScheme = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -932,6 +985,7 @@ export const CreateWebhookRequest: MessageFns<CreateWebhookRequest> = {
       },
       {},
     );
+    message.signatureScheme = object.signatureScheme ?? "";
     return message;
   },
 };
@@ -1186,6 +1240,7 @@ function createBaseUpdateWebhookRequest(): UpdateWebhookRequest {
     enabled: undefined,
     kind: undefined,
     settings: {},
+    signatureScheme: undefined,
   };
 }
 
@@ -1215,6 +1270,9 @@ export const UpdateWebhookRequest: MessageFns<UpdateWebhookRequest> = {
     globalThis.Object.entries(message.settings).forEach(([key, value]: [string, string]) => {
       UpdateWebhookRequest_SettingsEntry.encode({ key: key as any, value }, writer.uint32(66).fork()).join();
     });
+    if (message.signatureScheme !== undefined) {
+      writer.uint32(74).string(message.signatureScheme);
+    }
     return writer;
   },
 
@@ -1298,6 +1356,14 @@ export const UpdateWebhookRequest: MessageFns<UpdateWebhookRequest> = {
             }
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.signatureScheme = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1331,6 +1397,7 @@ export const UpdateWebhookRequest: MessageFns<UpdateWebhookRequest> = {
       },
       {},
     );
+    message.signatureScheme = object.signatureScheme ?? undefined;
     return message;
   },
 };

@@ -90,6 +90,11 @@ export interface WebhooksTable {
   kind: ColumnType<string, string | undefined, string>;
   /** What the kind needs: telegram's chat_id, custom's template. */
   settings: ColumnType<Record<string, string>, string | undefined, string>;
+  /** seed (X-Webhook-Signature) or standard-webhooks. */
+  signature_scheme: ColumnType<string, string | undefined, string>;
+  /** The secret the last rotation replaced; it signs too until previous_secret_expires_at. */
+  previous_secret: string | null;
+  previous_secret_expires_at: NullableTimestamp;
 }
 
 export interface WebhookEventsTable {

@@ -19,8 +19,15 @@ type Data = Record<string, unknown>;
 
 /** One readable line per catalog event; an event the catalog does not know gets its name and data. */
 const LINES: Record<string, (d: Data) => string> = {
-  "request.completed": (d) =>
-    `${model(d)} answered ${show(d.status)}: ${show(d.tokens_in)} tokens in, ${show(d.tokens_out)} out, $${show(d.cost_usd)}`,
+  "request.completed": (d) => {
+    const head = d.status !== undefined ? `${model(d)} answered ${show(d.status)}` : `${model(d)} completed`;
+    const details = [
+      d.tokens_in !== undefined ? `${show(d.tokens_in)} tokens in` : "",
+      d.tokens_out !== undefined ? `${show(d.tokens_out)} out` : "",
+      d.cost_usd !== undefined ? `$${show(d.cost_usd)}` : "",
+    ].filter((part) => part !== "");
+    return details.length > 0 ? `${head}: ${details.join(", ")}` : head;
+  },
   "request.failed": (d) => `${model(d)} failed${d.status !== undefined ? ` with ${show(d.status)}` : ""}${d.error ? `: ${show(d.error)}` : ""}`,
   "quota.exceeded": (d) =>
     `${d.quota ? `${show(d.quota)} quota` : "A quota"} exceeded${d.required !== undefined ? `: needs ${show(d.required)}, balance ${show(d.balance)}` : ""}`,
