@@ -142,17 +142,20 @@ describe("/dashboard/webhooks in a real browser", () => {
     await page.click("#cancel-edit");
   });
 
-  it("switches to Standard Webhooks and rotates the secret, showing until when the old one signs", async () => {
+  it("switches to Standard Webhooks and extended retries, and rotates the secret, showing until when the old one signs", async () => {
     await page.locator("#webhooks tr").first().locator("button.edit").click();
     await page.selectOption("#scheme", "standard-webhooks");
+    await page.selectOption("#retry-schedule", "extended");
     const next = `whsec_${Buffer.alloc(24, 3).toString("base64")}`;
     await page.fill("#secret", next);
     await page.click("#save");
     const row = page.locator("#webhooks tr").first();
     await expect.poll(() => row.locator(".scheme").textContent()).toBe("standard-webhooks");
     expect(await row.locator(".rotation").textContent()).toMatch(/^previous secret signs until /);
+    expect(await row.locator(".schedule").textContent()).toBe("extended retries");
     await page.locator("#webhooks tr").first().locator("button.edit").click();
     expect(await page.inputValue("#scheme")).toBe("standard-webhooks");
+    expect(await page.inputValue("#retry-schedule")).toBe("extended");
     await page.screenshot({ path: path.join(ARTIFACTS, "dashboard-webhooks-kind.png"), fullPage: true });
     await page.click("#cancel-edit");
   });

@@ -1,36 +1,13 @@
 import { Webhook as StandardWebhook } from "standardwebhooks";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Code } from "../src/client/index.js";
 import { verifySignature } from "../src/webhooks/signature.js";
-import { createAccountWithKey } from "./support/accounts.js";
-import { startTestApp, type TestApp } from "./support/app.js";
-import { createTestDatabase } from "./support/database.js";
 import { failure } from "./support/expect.js";
-import { Receiver, type Received } from "./support/receiver.js";
+import type { Received } from "./support/receiver.js";
+import { useWebhookApp } from "./support/webhook-app.js";
 
-let t: TestApp;
-let user: { accountId: string; key: string };
-let receivers: Receiver[] = [];
-
-beforeAll(async () => {
-  t = await startTestApp(await createTestDatabase(), { WEBHOOK_RETRY_BASE_MS: "100", WEBHOOK_TIMEOUT_MS: "2000" });
-  user = await createAccountWithKey(t, ["webhooks", "events:publish"]);
-});
-afterAll(async () => {
-  await t?.stop();
-});
-afterEach(async () => {
-  await Promise.all(receivers.map((r) => r.stop()));
-  receivers = [];
-});
-
-const api = () => t.client(user.key).webhooks;
-
-async function receiver(): Promise<Receiver> {
-  const r = await Receiver.start(() => "");
-  receivers.push(r);
-  return r;
-}
+const bed = useWebhookApp();
+const { api, receiver } = bed;
 
 /** The standardwebhooks package's own verifier, as a receiver would run it; throws when it refuses. */
 function standardVerify(secret: string, r: Received): unknown {
@@ -86,7 +63,7 @@ describe("Standard Webhooks", () => {
     expect(standardVerify(webhook!.secret, during)).toBeTruthy();
 
     // Once the 24 hours are over, only the new secret signs.
-    await t.app.db.updateTable("webhooks").set({ previous_secret_expires_at: new Date(Date.now() - 1000) }).where("id", "=", webhook!.id).execute();
+    await bed.t.app.db.updateTable("webhooks").set({ previous_secret_expires_at: new Date(Date.now() - 1000) }).where("id", "=", webhook!.id).execute();
     expect((await api().getWebhook({ webhookId: webhook!.id })).webhook!.previousSecretExpiresAt).toBeUndefined();
     await api().publishEvent({ event: "request.completed", data: {} });
     const [, after] = await r.waitFor(2);
@@ -100,7 +77,7 @@ describe("Standard Webhooks", () => {
     const { webhook } = await api().createWebhook({ url: r.url });
     expect(webhook).toMatchObject({ signatureScheme: "seed" });
     const next = "a-brand-new-secret-0123456789";
-    const put = await t.http("PUT", `/api/webhooks/${webhook!.id}`, { token: user.key, body: { secret: next } });
+    const put = await bed.t.http("PUT", `/api/webhooks/${webhook!.id}`, { token: bed.user.key, body: { secret: next } });
     expect(put.body.previous_secret_expires_at).toMatch(/^\d{4}-/);
     // Setting the same secret again is no rotation: the replaced one stays the original.
     await api().updateWebhook({ webhookId: webhook!.id, secret: next });
@@ -113,7 +90,7 @@ describe("Standard Webhooks", () => {
 
   it("switches an existing webhook's scheme when its secret fits, over HTTP", async () => {
     const { webhook } = await api().createWebhook({ url: "http://127.0.0.1:9/s" });
-    const switched = await t.http("PUT", `/api/webhooks/${webhook!.id}`, { token: user.key, body: { signature_scheme: "standard-webhooks" } });
+    const switched = await bed.t.http("PUT", `/api/webhooks/${webhook!.id}`, { token: bed.user.key, body: { signature_scheme: "standard-webhooks" } });
     expect(switched.status).toBe(200);
     expect(switched.body).toMatchObject({ signature_scheme: "standard-webhooks", secret: webhook!.secret });
   });
@@ -127,7 +104,7 @@ describe("Standard Webhooks", () => {
     expect(grpc.code).toBe(Code.INVALID_ARGUMENT);
     expect(grpc.fieldViolations.map((v) => v.field)).toEqual([field]);
     const body = { url: "http://127.0.0.1:9/bad", signature_scheme: fields.signatureScheme, secret: fields.secret };
-    const http = await t.http("POST", "/api/webhooks", { token: user.key, body });
+    const http = await bed.t.http("POST", "/api/webhooks", { token: bed.user.key, body });
     expect(http.status).toBe(400);
     expect(http.body.details[0].field_violations[0].field).toBe(field);
   });

@@ -89,6 +89,11 @@ export function dashboardPage(options: {
           <option value="seed">X-Webhook-Signature (sha256= hex HMAC of the body)</option>
           <option value="standard-webhooks">Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature)</option>
         </select>
+        <label for="retry-schedule">Retries</label>
+        <select id="retry-schedule">
+          <option value="seed">3 retries after 1 s, 2 s and 4 s</option>
+          <option value="extended">Extended: 7 retries over about a day (5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h)</option>
+        </select>
         <label for="secret">Secret (leave empty to generate one; a new secret leaves the old one signing for 24 hours)</label>
         <input type="text" id="secret" minlength="16" maxlength="500" autocomplete="off">
         <p class="error" id="form-error"></p>
@@ -183,7 +188,7 @@ function resetForm() {
   $("save").textContent = "Create webhook";
   $("cancel-edit").hidden = true;
   $("url").value = ""; $("description").value = ""; $("secret").value = ""; $("form-error").textContent = "";
-  $("kind").value = "generic"; $("chat-id").value = ""; $("template").value = ""; $("scheme").value = "seed";
+  $("kind").value = "generic"; $("chat-id").value = ""; $("template").value = ""; $("scheme").value = "seed"; $("retry-schedule").value = "seed";
   showKindSettings();
   renderPicker(["*"]);
 }
@@ -194,7 +199,7 @@ function startEdit(webhook) {
   $("save").textContent = "Save changes";
   $("cancel-edit").hidden = false;
   $("url").value = webhook.url; $("description").value = webhook.description; $("secret").value = "";
-  $("scheme").value = webhook.signature_scheme;
+  $("scheme").value = webhook.signature_scheme; $("retry-schedule").value = webhook.retry_schedule;
   $("kind").value = webhook.kind; $("chat-id").value = webhook.settings.chat_id || ""; $("template").value = webhook.settings.template || "";
   showKindSettings();
   renderPicker(webhook.events);
@@ -239,7 +244,8 @@ function render(webhooks) {
     const row = el("tr", {},
       el("td", {}, el("span", { className: "dot " + webhook.status }), el("span", { className: "status", textContent: webhook.status })),
       el("td", {}, el("div", {}, el("span", { textContent: webhook.url, className: "url" }), el("span", { textContent: webhook.kind, className: "kind" }),
-          webhook.signature_scheme === "seed" ? "" : el("span", { textContent: webhook.signature_scheme, className: "kind scheme" })),
+          webhook.signature_scheme === "seed" ? "" : el("span", { textContent: webhook.signature_scheme, className: "kind scheme" }),
+          webhook.retry_schedule === "seed" ? "" : el("span", { textContent: webhook.retry_schedule + " retries", className: "kind schedule" })),
         webhook.previous_secret_expires_at
           ? el("div", { className: "muted rotation", textContent: "previous secret signs until " + new Date(webhook.previous_secret_expires_at).toLocaleString() })
           : "",
@@ -273,7 +279,7 @@ async function showDeliveries(webhook) {
 $("webhook-form").onsubmit = async (event) => {
   event.preventDefault();
   $("form-error").textContent = "";
-  const body = { url: $("url").value.trim(), description: $("description").value, events: selectedEvents(), ...kindFields(), signature_scheme: $("scheme").value };
+  const body = { url: $("url").value.trim(), description: $("description").value, events: selectedEvents(), ...kindFields(), signature_scheme: $("scheme").value, retry_schedule: $("retry-schedule").value };
   if ($("secret").value) body.secret = $("secret").value;
   try {
     if (editing) {

@@ -4,12 +4,13 @@ import type { Logger } from "../platform/logger.js";
 import type { Counter, Metrics } from "../platform/metrics.js";
 import { deliveryRequest } from "./delivery-request.js";
 import type { WebhookHttpClient } from "./outbound.js";
+import { nextAttemptAt } from "./retry-schedule.js";
 import * as repo from "./repository.js";
 import type { ClaimedDelivery } from "./repository.js";
 
 const DELIVERIES_CHANNEL = "webhook_deliveries";
-/** The seed: up to 3 retries after the first attempt. */
-const MAX_ATTEMPTS = 4;
+/** 410 Gone: the receiver says the endpoint is gone for good. */
+const GONE = 410;
 /** The seed: a webhook with this many failed deliveries in a row is disabled. */
 const DISABLE_AT = 10;
 /** A replica that holds a delivery this long without finishing it is presumed dead. */
@@ -24,7 +25,7 @@ const PRUNE_EVERY = 100;
 export interface DispatcherSettings {
   /** Deliveries in flight per replica. */
   concurrency: number;
-  /** Backoff unit: retries wait 1x, 2x, 4x this (the seed: 1 s). */
+  /** Backoff unit: seed retries wait 1x, 2x, 4x this (the seed: 1 s); extended gaps are multiples too. */
   retryBaseMs: number;
   /** Newest attempts kept per webhook. */
   historyLimit: number;
@@ -100,11 +101,9 @@ export class Dispatcher {
     const result = await this.http.post(delivery.url, request.body, request.headers);
 
     const success = result.status >= 200 && result.status < 300;
-    const retryable = result.status === 0 || result.status >= 500;
-    const retryAt =
-      delivery.retries && retryable && delivery.attempt < MAX_ATTEMPTS
-        ? new Date(Date.now() + this.settings.retryBaseMs * 2 ** (delivery.attempt - 1))
-        : undefined;
+    const retryAt = delivery.retries
+      ? nextAttemptAt(delivery.retry_schedule, delivery.attempt, result, this.settings.retryBaseMs, new Date())
+      : undefined;
     const disabled = await this.record({
       deliveryId: delivery.id,
       webhookId: delivery.webhook_id,
@@ -138,6 +137,10 @@ export class Dispatcher {
     if (retryAt) this.nudge();
     if (disabled) {
       this.logger.warn({ event: "webhook_disabled", webhook_id: delivery.webhook_id }, "webhook disabled after repeated failures");
+    }
+    // A test delivery tells nothing about the webhook's deliveries, so only a real one disables.
+    if (result.status === GONE && delivery.retries && (await repo.disableWebhook(this.db, delivery.webhook_id))) {
+      this.logger.warn({ event: "webhook_disabled", webhook_id: delivery.webhook_id, reason: "gone" }, "webhook disabled: receiver answered 410 Gone");
     }
     // History trimming is housekeeping: its failure must not look like an unrecorded attempt.
     this.pruneNowAndThen(delivery.webhook_id).catch((error: unknown) =>

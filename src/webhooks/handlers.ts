@@ -58,6 +58,7 @@ function toWebhook(row: WebhookRow, { masked = false } = {}): Webhook {
     kind: row.kind,
     settings: row.settings,
     signatureScheme: row.signature_scheme,
+    retrySchedule: row.retry_schedule,
     previousSecretExpiresAt: livePreviousSecret(row, new Date()) ? row.previous_secret_expires_at! : undefined,
   };
 }

@@ -14,6 +14,7 @@ export async function insertWebhook(
     kind: string;
     settings: Record<string, string>;
     signatureScheme: string;
+    retrySchedule: string;
   },
 ): Promise<WebhookRow> {
   return db
@@ -27,6 +28,7 @@ export async function insertWebhook(
       kind: webhook.kind,
       settings: JSON.stringify(webhook.settings),
       signature_scheme: webhook.signatureScheme,
+      retry_schedule: webhook.retrySchedule,
     })
     .returningAll()
     .executeTakeFirstOrThrow();
@@ -60,6 +62,7 @@ export interface WebhookPatch {
   kind?: string;
   settings?: Record<string, string>;
   signatureScheme?: string;
+  retrySchedule?: string;
 }
 
 /**
@@ -95,6 +98,7 @@ export async function updateWebhook(
       ...(patch.kind !== undefined ? { kind: patch.kind } : {}),
       ...(patch.settings !== undefined ? { settings: JSON.stringify(patch.settings) } : {}),
       ...(patch.signatureScheme !== undefined ? { signature_scheme: patch.signatureScheme } : {}),
+      ...(patch.retrySchedule !== undefined ? { retry_schedule: patch.retrySchedule } : {}),
       ...(patch.enabled === true
         ? { failure_count: eb.case().when("enabled", "=", false).then(0).else(eb.ref("failure_count")).end() }
         : {}),
@@ -190,6 +194,7 @@ export interface ClaimedDelivery {
   signature_scheme: string;
   /** The replaced secret while it still signs, else null. */
   previous_secret: string | null;
+  retry_schedule: string;
   event: string;
   body: string;
   occurred_at: Date;
@@ -214,7 +219,7 @@ export async function claimDueDeliveries(db: Db, limit: number, leaseMs: number)
       from due where d.id = due.id
       returning d.id, d.webhook_id, d.event_id, d.attempts, d.retries
     )
-    select c.id, c.webhook_id, c.attempts as attempt, c.retries, w.url, w.secret, w.enabled, w.kind, w.settings, w.signature_scheme,
+    select c.id, c.webhook_id, c.attempts as attempt, c.retries, w.url, w.secret, w.enabled, w.kind, w.settings, w.signature_scheme, w.retry_schedule,
            case when w.previous_secret_expires_at > now() then w.previous_secret end as previous_secret,
            e.name as event, e.body, e.occurred_at
     from claimed c join webhooks w on w.id = c.webhook_id join webhook_events e on e.id = c.event_id`.execute(db);
@@ -302,6 +307,18 @@ export async function recordAttempts(db: Db, outcomes: AttemptOutcome[], disable
     where w.id = e.webhook_id
     returning w.id, e.was_enabled and not w.enabled as disabled`.execute(db);
   return rows.filter((r) => r.disabled).map((r) => r.id);
+}
+
+/** Turns a webhook off at once; true when it was on. */
+export async function disableWebhook(db: Db, webhookId: string): Promise<boolean> {
+  const row = await db
+    .updateTable("webhooks")
+    .set({ enabled: false })
+    .where("id", "=", webhookId)
+    .where("enabled", "=", true)
+    .returning("id")
+    .executeTakeFirst();
+  return row !== undefined;
 }
 
 /** A delivery whose webhook was disabled before its turn is dropped, not sent. */

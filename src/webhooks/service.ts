@@ -7,6 +7,7 @@ import { isUuid } from "../platform/ids.js";
 import type { Dispatcher } from "./dispatcher.js";
 import { EVENT_NAME } from "./events.js";
 import { checkKind } from "./kinds/index.js";
+import { checkRetrySchedule } from "./retry-schedule.js";
 import * as repo from "./repository.js";
 import { checkScheme, checkStandardSecret, generateSecretFor, livePreviousSecret, PREVIOUS_SECRET_TTL_MS } from "./signing.js";
 import type { SsrfGuard, UrlProblem } from "../platform/ssrf.js";
@@ -53,6 +54,8 @@ export class WebhookService {
     checkKind(violations, kind, request.settings);
     const scheme = request.signatureScheme || "seed";
     checkScheme(violations, scheme);
+    const retrySchedule = request.retrySchedule || "seed";
+    checkRetrySchedule(violations, retrySchedule);
     if (scheme === "standard-webhooks" && request.secret !== "") checkStandardSecret(violations, request.secret);
     violations.throwIfAny();
     await this.checkUrl(request.url);
@@ -65,6 +68,7 @@ export class WebhookService {
       kind,
       settings: request.settings,
       signatureScheme: scheme,
+      retrySchedule,
     });
   }
 
@@ -81,6 +85,7 @@ export class WebhookService {
     if (request.description !== undefined) checkDescription(violations, request.description);
     if (request.secret !== undefined) checkSecret(violations, request.secret);
     if (request.signatureScheme !== undefined) checkScheme(violations, request.signatureScheme);
+    if (request.retrySchedule !== undefined) checkRetrySchedule(violations, request.retrySchedule);
     violations.throwIfAny();
     const current = await this.get(principal, request.webhookId);
     const format = kindChange(current, request);
@@ -94,6 +99,7 @@ export class WebhookService {
       enabled: request.enabled,
       ...format,
       signatureScheme: request.signatureScheme,
+      retrySchedule: request.retrySchedule,
     };
     const row = await repo.updateWebhook(this.db, principal.accountId, request.webhookId, patch, PREVIOUS_SECRET_TTL_MS);
     if (!row) throw webhookNotFound(request.webhookId);
@@ -132,6 +138,7 @@ export class WebhookService {
       settings: webhook.settings,
       signature_scheme: webhook.signature_scheme,
       previous_secret: livePreviousSecret(webhook, occurredAt),
+      retry_schedule: webhook.retry_schedule,
       event: "test.ping",
       body,
       occurred_at: occurredAt,

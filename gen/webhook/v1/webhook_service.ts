@@ -63,7 +63,15 @@ export interface Webhook {
    */
   signatureScheme: string;
   /** After a secret is changed, the previous one signs too until this time (24 hours). */
-  previousSecretExpiresAt: Date | undefined;
+  previousSecretExpiresAt:
+    | Date
+    | undefined;
+  /**
+   * seed (3 retries after 1 s, 2 s and 4 s, the default) or extended (7 retries over about 27 hours,
+   * growing gaps with jitter). 429 and 503 with Retry-After wait at least that long (up to an hour);
+   * 410 Gone disables the webhook.
+   */
+  retrySchedule: string;
 }
 
 export interface Webhook_SettingsEntry {
@@ -79,7 +87,7 @@ export interface Delivery {
   webhookId: string;
   eventId: string;
   event: string;
-  /** 1 for the first attempt, up to 4. */
+  /** 1 for the first attempt, up to 4 (seed schedule) or 8 (extended). */
   attempt: number;
   /** The receiver's HTTP status; 0 for a network failure or timeout. */
   status: number;
@@ -120,6 +128,8 @@ export interface CreateWebhookRequest {
   settings: { [key: string]: string };
   /** seed (default) or standard-webhooks, whose secret is whsec_ + base64 of 24..64 bytes. */
   signatureScheme: string;
+  /** seed (default) or extended. */
+  retrySchedule: string;
 }
 
 export interface CreateWebhookRequest_SettingsEntry {
@@ -158,6 +168,7 @@ export interface UpdateWebhookRequest {
   /** Replaces the settings when not empty, or when kind changes. */
   settings: { [key: string]: string };
   signatureScheme?: string | undefined;
+  retrySchedule?: string | undefined;
 }
 
 export interface UpdateWebhookRequest_SettingsEntry {
@@ -241,6 +252,7 @@ function createBaseWebhook(): Webhook {
     settings: {},
     signatureScheme: "",
     previousSecretExpiresAt: undefined,
+    retrySchedule: "",
   };
 }
 
@@ -290,6 +302,9 @@ export const Webhook: MessageFns<Webhook> = {
     }
     if (message.previousSecretExpiresAt !== undefined) {
       Timestamp.encode(toTimestamp(message.previousSecretExpiresAt), writer.uint32(122).fork()).join();
+    }
+    if (message.retrySchedule !== "") {
+      writer.uint32(130).string(message.retrySchedule);
     }
     return writer;
   },
@@ -430,6 +445,14 @@ export const Webhook: MessageFns<Webhook> = {
             message.previousSecretExpiresAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 16: {
+            if (tag !== 130) {
+              break;
+            }
+
+            message.retrySchedule = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -470,6 +493,7 @@ export const Webhook: MessageFns<Webhook> = {
     );
     message.signatureScheme = object.signatureScheme ?? "";
     message.previousSecretExpiresAt = object.previousSecretExpiresAt ?? undefined;
+    message.retrySchedule = object.retrySchedule ?? "";
     return message;
   },
 };
@@ -853,7 +877,16 @@ export const ListWebhooksResponse: MessageFns<ListWebhooksResponse> = {
 };
 
 function createBaseCreateWebhookRequest(): CreateWebhookRequest {
-  return { url: "", secret: "", events: [], description: "", kind: "", settings: {}, signatureScheme: "" };
+  return {
+    url: "",
+    secret: "",
+    events: [],
+    description: "",
+    kind: "",
+    settings: {},
+    signatureScheme: "",
+    retrySchedule: "",
+  };
 }
 
 export const CreateWebhookRequest: MessageFns<CreateWebhookRequest> = {
@@ -878,6 +911,9 @@ export const CreateWebhookRequest: MessageFns<CreateWebhookRequest> = {
     });
     if (message.signatureScheme !== "") {
       writer.uint32(58).string(message.signatureScheme);
+    }
+    if (message.retrySchedule !== "") {
+      writer.uint32(66).string(message.retrySchedule);
     }
     return writer;
   },
@@ -954,6 +990,14 @@ export const CreateWebhookRequest: MessageFns<CreateWebhookRequest> = {
             message.signatureScheme = reader.string();
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.retrySchedule = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -986,6 +1030,7 @@ export const CreateWebhookRequest: MessageFns<CreateWebhookRequest> = {
       {},
     );
     message.signatureScheme = object.signatureScheme ?? "";
+    message.retrySchedule = object.retrySchedule ?? "";
     return message;
   },
 };
@@ -1241,6 +1286,7 @@ function createBaseUpdateWebhookRequest(): UpdateWebhookRequest {
     kind: undefined,
     settings: {},
     signatureScheme: undefined,
+    retrySchedule: undefined,
   };
 }
 
@@ -1272,6 +1318,9 @@ export const UpdateWebhookRequest: MessageFns<UpdateWebhookRequest> = {
     });
     if (message.signatureScheme !== undefined) {
       writer.uint32(74).string(message.signatureScheme);
+    }
+    if (message.retrySchedule !== undefined) {
+      writer.uint32(82).string(message.retrySchedule);
     }
     return writer;
   },
@@ -1364,6 +1413,14 @@ export const UpdateWebhookRequest: MessageFns<UpdateWebhookRequest> = {
             message.signatureScheme = reader.string();
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.retrySchedule = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1398,6 +1455,7 @@ export const UpdateWebhookRequest: MessageFns<UpdateWebhookRequest> = {
       {},
     );
     message.signatureScheme = object.signatureScheme ?? undefined;
+    message.retrySchedule = object.retrySchedule ?? undefined;
     return message;
   },
 };

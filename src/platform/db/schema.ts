@@ -95,6 +95,8 @@ export interface WebhooksTable {
   /** The secret the last rotation replaced; it signs too until previous_secret_expires_at. */
   previous_secret: string | null;
   previous_secret_expires_at: NullableTimestamp;
+  /** seed (1 s, 2 s, 4 s) or extended (about a day). */
+  retry_schedule: ColumnType<string, string | undefined, string>;
 }
 
 export interface WebhookEventsTable {
