@@ -160,6 +160,22 @@ describe("/dashboard/webhooks in a real browser", () => {
     await page.click("#cancel-edit");
   });
 
+  it("resends a delivery from the history, and recovers failed ones since a time", async () => {
+    await page.locator("#webhooks tr").first().locator("button.history").click();
+    await expect.poll(() => page.isVisible("#deliveries-section")).toBe(true);
+    const rows = await page.locator("#deliveries tr").count();
+    const before = receiver.received.length;
+    await page.locator("#deliveries tr").first().locator("button.resend").click();
+    await expect.poll(() => receiver.received.length).toBe(before + 1);
+    expect(receiver.received.at(-1)!.headers["x-webhook-event"]).toBe("test.ping");
+    await expect.poll(() => page.locator("#deliveries tr").count(), { timeout: 5_000 }).toBe(rows + 1);
+    expect(await page.inputValue("#recover-since")).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d$/);
+    await page.click("#recover");
+    // Only test deliveries failed here, and those are never recovered.
+    await expect.poll(() => page.textContent("#recover-result")).toBe("0 deliveries queued again");
+    await page.screenshot({ path: path.join(ARTIFACTS, "dashboard-webhooks-history.png"), fullPage: true });
+  });
+
   it("logs out", async () => {
     await page.click("#logout button");
     await expect.poll(() => page.isVisible("#login")).toBe(true);

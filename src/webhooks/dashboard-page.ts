@@ -37,6 +37,9 @@ export function dashboardPage(options: {
   .dot { display: inline-block; width: 10px; height: 10px; border-radius: 50%; margin-right: 6px; }
   .active { background: #1f883d; } .inactive { background: #8c959f; } .errored { background: #cf222e; }
   .error { color: #cf222e; } .ok { color: #1f883d; } .muted { color: #656d76; }
+  form.inline { display: flex; gap: 8px; align-items: center; margin-bottom: 12px; font-size: 13px; }
+  form.inline label { margin: 0; font-weight: normal; }
+  form.inline input { width: auto; }
   textarea { font-family: ui-monospace, monospace; min-height: 70px; }
   .kind { white-space: nowrap; font-size: 12px; border: 1px solid #d0d7de; border-radius: 10px; padding: 0 6px; margin-left: 6px; }
   .secret { font-family: ui-monospace, monospace; background: #fff8c5; padding: 8px; border-radius: 6px; word-break: break-all; }
@@ -113,8 +116,14 @@ export function dashboardPage(options: {
     </section>
     <section id="deliveries-section" hidden>
       <h2 id="deliveries-title">Recent deliveries</h2>
+      <form id="recover-form" class="inline">
+        <label for="recover-since">Send again every delivery that failed since</label>
+        <input type="datetime-local" id="recover-since" required>
+        <button type="submit" id="recover">Recover</button>
+        <span id="recover-result"></span>
+      </form>
       <table>
-        <thead><tr><th>Time</th><th>Event</th><th>Attempt</th><th>Status</th><th>Result</th><th>Latency</th><th>Error</th></tr></thead>
+        <thead><tr><th>Time</th><th>Event</th><th>Attempt</th><th>Status</th><th>Result</th><th>Latency</th><th>Error</th><th></th></tr></thead>
         <tbody id="deliveries"></tbody>
       </table>
     </section>
@@ -262,7 +271,33 @@ function render(webhooks) {
   $("empty").hidden = webhooks.length > 0;
 }
 
+/** The delivery history shown, so resend and recover can refresh it. */
+let shownWebhook = null;
+
+function localInputValue(date) {
+  const local = new Date(date.getTime() - date.getTimezoneOffset() * 60000);
+  return local.toISOString().slice(0, 16);
+}
+
+function resendButton(webhook, d) {
+  const button = el("button", { textContent: "Resend", className: "resend", title: "Send this event again as a new delivery" });
+  button.onclick = async () => {
+    button.disabled = true;
+    try {
+      await api("POST", "/api/webhooks/" + webhook.id + "/deliveries/" + d.delivery_id + "/resend", {});
+      button.textContent = "Queued";
+      setTimeout(() => showDeliveries(webhook), 1000);
+    } catch (error) { button.textContent = error.message; }
+  };
+  return button;
+}
+
 async function showDeliveries(webhook) {
+  if (shownWebhook?.id !== webhook.id) {
+    $("recover-since").value = localInputValue(new Date(Date.now() - 24 * 3600 * 1000));
+    $("recover-result").textContent = "";
+  }
+  shownWebhook = webhook;
   const { deliveries } = await api("GET", "/api/webhooks/" + webhook.id + "/deliveries?limit=20");
   $("deliveries-title").textContent = "Recent deliveries of " + webhook.url;
   $("deliveries").replaceChildren(...deliveries.map((d) => el("tr", {},
@@ -272,9 +307,22 @@ async function showDeliveries(webhook) {
     el("td", { textContent: d.status }),
     el("td", { textContent: d.success ? "success" : (d.next_attempt_at ? "will retry" : "failed"), className: d.success ? "ok" : "error" }),
     el("td", { textContent: d.latency_ms + " ms" }),
-    el("td", { textContent: d.error }))));
+    el("td", { textContent: d.error }),
+    el("td", {}, resendButton(webhook, d)))));
   $("deliveries-section").hidden = false;
 }
+
+$("recover-form").onsubmit = async (event) => {
+  event.preventDefault();
+  const webhook = shownWebhook;
+  $("recover-result").className = "muted";
+  try {
+    const since = new Date($("recover-since").value).toISOString();
+    const { requeued } = await api("POST", "/api/webhooks/" + webhook.id + "/recover", { since });
+    $("recover-result").textContent = (requeued || 0) + " deliveries queued again";
+    setTimeout(() => showDeliveries(webhook), 1000);
+  } catch (error) { $("recover-result").className = "error"; $("recover-result").textContent = error.message; }
+};
 
 $("webhook-form").onsubmit = async (event) => {
   event.preventDefault();

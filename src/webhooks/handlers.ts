@@ -25,6 +25,8 @@ export function webhookService(webhooks: WebhookService) {
       listDeliveries: async (request, ctx) => ({
         deliveries: (await webhooks.deliveries(ctx.principal, request.webhookId, request.limit)).map(toDelivery),
       }),
+      resendDelivery: async (request, ctx) => webhooks.resend(ctx.principal, request.webhookId, request.deliveryId),
+      recoverDeliveries: async (request, ctx) => webhooks.recover(ctx.principal, request.webhookId, request.since),
       validateUrl: async (request) => webhooks.validateUrl(request.url),
       publishEvent: async (request, ctx) => webhooks.publish(ctx.principal, request),
     },

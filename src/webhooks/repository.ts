@@ -309,6 +309,36 @@ export async function recordAttempts(db: Db, outcomes: AttemptOutcome[], disable
   return rows.filter((r) => r.disabled).map((r) => r.id);
 }
 
+/** Queues the event of one of the webhook's deliveries again, as a new delivery; undefined when it has no such delivery. */
+export async function resendDelivery(
+  db: Db,
+  webhookId: string,
+  deliveryId: string,
+): Promise<{ deliveryId: string; eventId: string } | undefined> {
+  const { rows } = await sql<{ id: string; event_id: string }>`
+    insert into webhook_deliveries (event_id, webhook_id)
+    select event_id, webhook_id from webhook_deliveries where id = ${deliveryId} and webhook_id = ${webhookId}
+    returning id, event_id`.execute(db);
+  return rows[0] ? { deliveryId: rows[0].id, eventId: rows[0].event_id } : undefined;
+}
+
+/**
+ * Puts back in the queue, from their first attempt, the webhook's deliveries created since `since`
+ * that failed (state failed, or delivered with a non-2xx final attempt) or were skipped while it
+ * was disabled; test deliveries stay as they were. One statement, so all or none. A delivered one
+ * whose last attempt was pruned from the history is left alone: it may have succeeded.
+ */
+export async function requeueFailedDeliveries(db: Db, webhookId: string, since: Date): Promise<number> {
+  const { numAffectedRows } = await sql`
+    update webhook_deliveries d
+    set state = 'pending', attempts = 0, next_attempt_at = now(), locked_until = null
+    where d.webhook_id = ${webhookId} and d.created_at >= ${since} and d.retries
+      and (d.state in ('failed', 'skipped')
+           or (d.state = 'delivered' and not (
+             select a.success from webhook_attempts a where a.delivery_id = d.id order by a.created_at desc limit 1)))`.execute(db);
+  return Number(numAffectedRows ?? 0);
+}
+
 /** Turns a webhook off at once; true when it was on. */
 export async function disableWebhook(db: Db, webhookId: string): Promise<boolean> {
   const row = await db

@@ -2,7 +2,7 @@ import type { CreateWebhookRequest, PublishEventRequest, UpdateWebhookRequest } 
 import type { Principal } from "../platform/auth.js";
 import type { Db } from "../platform/db/database.js";
 import type { WebhookRow } from "../platform/db/schema.js";
-import { invalidArgument, notFound, type RpcError, Violations } from "../platform/errors.js";
+import { Code, failedPrecondition, invalidArgument, notFound, RpcError, Violations } from "../platform/errors.js";
 import { isUuid } from "../platform/ids.js";
 import type { Dispatcher } from "./dispatcher.js";
 import { EVENT_NAME } from "./events.js";
@@ -154,6 +154,44 @@ export class WebhookService {
     violations.throwIfAny();
     const webhook = await this.get(principal, webhookId);
     return repo.listAttempts(this.db, webhook.id, limit || DEFAULT_DELIVERIES_LIMIT);
+  }
+
+  /** The event of one delivery, sent to the webhook again as a new delivery. */
+  async resend(principal: Principal, webhookId: string, deliveryId: string): Promise<{ deliveryId: string; eventId: string }> {
+    const violations = new Violations();
+    if (deliveryId === "") violations.add("delivery_id", "is required");
+    violations.throwIfAny();
+    const webhook = await this.enabledWebhook(principal, webhookId, "resending");
+    const resent = isUuid(deliveryId) ? await repo.resendDelivery(this.db, webhook.id, deliveryId) : undefined;
+    if (!resent) {
+      throw new RpcError(Code.NOT_FOUND, `delivery "${deliveryId}" of webhook "${webhook.id}" not found`, {
+        reason: "DELIVERY_NOT_FOUND",
+        fieldViolations: [{ field: "delivery_id", description: "is not a delivery of this webhook" }],
+      });
+    }
+    this.dispatcher.wakeAll();
+    return resent;
+  }
+
+  /** Queues again the webhook's deliveries since `since` that failed or were skipped. */
+  async recover(principal: Principal, webhookId: string, since: Date | undefined): Promise<{ requeued: number }> {
+    const violations = new Violations();
+    if (since === undefined) violations.add("since", "is required (an RFC 3339 time)");
+    else if (since.getTime() > Date.now()) violations.add("since", "must not be in the future");
+    violations.throwIfAny();
+    const webhook = await this.enabledWebhook(principal, webhookId, "recovering deliveries");
+    const requeued = await repo.requeueFailedDeliveries(this.db, webhook.id, since!);
+    if (requeued > 0) this.dispatcher.wakeAll();
+    return { requeued };
+  }
+
+  /** A disabled webhook's deliveries are skipped, so sending to it again needs it enabled first. */
+  private async enabledWebhook(principal: Principal, webhookId: string, doing: string): Promise<WebhookRow> {
+    const webhook = await this.get(principal, webhookId);
+    if (!webhook.enabled) {
+      throw failedPrecondition(`webhook "${webhook.id}" is disabled: enable it before ${doing}`, "WEBHOOK_DISABLED");
+    }
+    return webhook;
   }
 
   async validateUrl(url: string): Promise<{ valid: boolean; reason: string }> {

@@ -208,6 +208,29 @@ export interface ListDeliveriesResponse {
   deliveries: Delivery[];
 }
 
+export interface ResendDeliveryRequest {
+  webhookId: string;
+  /** The delivery_id of an attempt in the webhook's history. */
+  deliveryId: string;
+}
+
+export interface ResendDeliveryResponse {
+  /** The new delivery's id (its X-Webhook-Id). */
+  deliveryId: string;
+  eventId: string;
+}
+
+export interface RecoverDeliveriesRequest {
+  webhookId: string;
+  /** Required; not in the future. */
+  since: Date | undefined;
+}
+
+export interface RecoverDeliveriesResponse {
+  /** Deliveries queued again. */
+  requeued: number;
+}
+
 export interface ValidateUrlRequest {
   url: string;
 }
@@ -1942,6 +1965,262 @@ export const ListDeliveriesResponse: MessageFns<ListDeliveriesResponse> = {
   },
 };
 
+function createBaseResendDeliveryRequest(): ResendDeliveryRequest {
+  return { webhookId: "", deliveryId: "" };
+}
+
+export const ResendDeliveryRequest: MessageFns<ResendDeliveryRequest> = {
+  encode(message: ResendDeliveryRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.webhookId !== "") {
+      writer.uint32(10).string(message.webhookId);
+    }
+    if (message.deliveryId !== "") {
+      writer.uint32(18).string(message.deliveryId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResendDeliveryRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResendDeliveryRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.webhookId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.deliveryId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ResendDeliveryRequest>, I>>(base?: I): ResendDeliveryRequest {
+    return ResendDeliveryRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ResendDeliveryRequest>, I>>(object: I): ResendDeliveryRequest {
+    const message = createBaseResendDeliveryRequest();
+    message.webhookId = object.webhookId ?? "";
+    message.deliveryId = object.deliveryId ?? "";
+    return message;
+  },
+};
+
+function createBaseResendDeliveryResponse(): ResendDeliveryResponse {
+  return { deliveryId: "", eventId: "" };
+}
+
+export const ResendDeliveryResponse: MessageFns<ResendDeliveryResponse> = {
+  encode(message: ResendDeliveryResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.deliveryId !== "") {
+      writer.uint32(10).string(message.deliveryId);
+    }
+    if (message.eventId !== "") {
+      writer.uint32(18).string(message.eventId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResendDeliveryResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResendDeliveryResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.deliveryId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.eventId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ResendDeliveryResponse>, I>>(base?: I): ResendDeliveryResponse {
+    return ResendDeliveryResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ResendDeliveryResponse>, I>>(object: I): ResendDeliveryResponse {
+    const message = createBaseResendDeliveryResponse();
+    message.deliveryId = object.deliveryId ?? "";
+    message.eventId = object.eventId ?? "";
+    return message;
+  },
+};
+
+function createBaseRecoverDeliveriesRequest(): RecoverDeliveriesRequest {
+  return { webhookId: "", since: undefined };
+}
+
+export const RecoverDeliveriesRequest: MessageFns<RecoverDeliveriesRequest> = {
+  encode(message: RecoverDeliveriesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.webhookId !== "") {
+      writer.uint32(10).string(message.webhookId);
+    }
+    if (message.since !== undefined) {
+      Timestamp.encode(toTimestamp(message.since), writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RecoverDeliveriesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRecoverDeliveriesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.webhookId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.since = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RecoverDeliveriesRequest>, I>>(base?: I): RecoverDeliveriesRequest {
+    return RecoverDeliveriesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RecoverDeliveriesRequest>, I>>(object: I): RecoverDeliveriesRequest {
+    const message = createBaseRecoverDeliveriesRequest();
+    message.webhookId = object.webhookId ?? "";
+    message.since = object.since ?? undefined;
+    return message;
+  },
+};
+
+function createBaseRecoverDeliveriesResponse(): RecoverDeliveriesResponse {
+  return { requeued: 0 };
+}
+
+export const RecoverDeliveriesResponse: MessageFns<RecoverDeliveriesResponse> = {
+  encode(message: RecoverDeliveriesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.requeued !== 0) {
+      writer.uint32(8).int32(message.requeued);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RecoverDeliveriesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRecoverDeliveriesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.requeued = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RecoverDeliveriesResponse>, I>>(base?: I): RecoverDeliveriesResponse {
+    return RecoverDeliveriesResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RecoverDeliveriesResponse>, I>>(object: I): RecoverDeliveriesResponse {
+    const message = createBaseRecoverDeliveriesResponse();
+    message.requeued = object.requeued ?? 0;
+    return message;
+  },
+};
+
 function createBaseValidateUrlRequest(): ValidateUrlRequest {
   return { url: "" };
 }
@@ -2294,6 +2573,37 @@ export const WebhookServiceService = {
     responseDeserialize: (value: Buffer): ListDeliveriesResponse => ListDeliveriesResponse.decode(value),
   },
   /**
+   * Sends the event of one delivery to the webhook again, as a new delivery (a new X-Webhook-Id)
+   * with the webhook's retries. The webhook must be enabled.
+   */
+  resendDelivery: {
+    path: "/webhook.v1.WebhookService/ResendDelivery" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ResendDeliveryRequest): Buffer =>
+      Buffer.from(ResendDeliveryRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ResendDeliveryRequest => ResendDeliveryRequest.decode(value),
+    responseSerialize: (value: ResendDeliveryResponse): Buffer =>
+      Buffer.from(ResendDeliveryResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ResendDeliveryResponse => ResendDeliveryResponse.decode(value),
+  },
+  /**
+   * Queues again, from their first attempt, the webhook's deliveries created at or after `since` that
+   * failed (retries used up, or a final non-2xx answer) or were skipped while it was disabled. The
+   * webhook must be enabled.
+   */
+  recoverDeliveries: {
+    path: "/webhook.v1.WebhookService/RecoverDeliveries" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RecoverDeliveriesRequest): Buffer =>
+      Buffer.from(RecoverDeliveriesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RecoverDeliveriesRequest => RecoverDeliveriesRequest.decode(value),
+    responseSerialize: (value: RecoverDeliveriesResponse): Buffer =>
+      Buffer.from(RecoverDeliveriesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RecoverDeliveriesResponse => RecoverDeliveriesResponse.decode(value),
+  },
+  /**
    * Checks a receiver URL against the same rules as create and delivery (scheme, credentials,
    * private and loopback addresses after DNS resolution).
    */
@@ -2337,6 +2647,17 @@ export interface WebhookServiceServer extends UntypedServiceImplementation {
   testWebhook: handleUnaryCall<TestWebhookRequest, TestWebhookResponse>;
   /** The webhook's most recent delivery attempts, newest first. */
   listDeliveries: handleUnaryCall<ListDeliveriesRequest, ListDeliveriesResponse>;
+  /**
+   * Sends the event of one delivery to the webhook again, as a new delivery (a new X-Webhook-Id)
+   * with the webhook's retries. The webhook must be enabled.
+   */
+  resendDelivery: handleUnaryCall<ResendDeliveryRequest, ResendDeliveryResponse>;
+  /**
+   * Queues again, from their first attempt, the webhook's deliveries created at or after `since` that
+   * failed (retries used up, or a final non-2xx answer) or were skipped while it was disabled. The
+   * webhook must be enabled.
+   */
+  recoverDeliveries: handleUnaryCall<RecoverDeliveriesRequest, RecoverDeliveriesResponse>;
   /**
    * Checks a receiver URL against the same rules as create and delivery (scheme, credentials,
    * private and loopback addresses after DNS resolution).
@@ -2461,6 +2782,45 @@ export interface WebhookServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListDeliveriesResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Sends the event of one delivery to the webhook again, as a new delivery (a new X-Webhook-Id)
+   * with the webhook's retries. The webhook must be enabled.
+   */
+  resendDelivery(
+    request: ResendDeliveryRequest,
+    callback: (error: ServiceError | null, response: ResendDeliveryResponse) => void,
+  ): ClientUnaryCall;
+  resendDelivery(
+    request: ResendDeliveryRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ResendDeliveryResponse) => void,
+  ): ClientUnaryCall;
+  resendDelivery(
+    request: ResendDeliveryRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ResendDeliveryResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Queues again, from their first attempt, the webhook's deliveries created at or after `since` that
+   * failed (retries used up, or a final non-2xx answer) or were skipped while it was disabled. The
+   * webhook must be enabled.
+   */
+  recoverDeliveries(
+    request: RecoverDeliveriesRequest,
+    callback: (error: ServiceError | null, response: RecoverDeliveriesResponse) => void,
+  ): ClientUnaryCall;
+  recoverDeliveries(
+    request: RecoverDeliveriesRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RecoverDeliveriesResponse) => void,
+  ): ClientUnaryCall;
+  recoverDeliveries(
+    request: RecoverDeliveriesRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RecoverDeliveriesResponse) => void,
   ): ClientUnaryCall;
   /**
    * Checks a receiver URL against the same rules as create and delivery (scheme, credentials,
