@@ -127,6 +127,55 @@ describe("/dashboard/webhooks in a real browser", () => {
     await page.screenshot({ path: path.join(ARTIFACTS, "dashboard-webhooks.png"), fullPage: true });
   });
 
+  it("chooses a payload format, refusing a template that does not parse", async () => {
+    await page.locator("#webhooks tr").first().locator("button.edit").click();
+    expect(await page.isVisible("#template")).toBe(false);
+    await page.selectOption("#kind", "custom");
+    await page.fill("#template", '{"msg": "{{event}}"');
+    await page.click("#save");
+    await expect.poll(() => page.textContent("#form-error")).toContain("settings.template: is not valid JSON");
+    await page.fill("#template", '{"msg": "{{event}} for {{data.trace_id}}"}');
+    await page.click("#save");
+    await expect.poll(() => page.locator("#webhooks tr").first().locator(".kind").first().textContent()).toBe("custom");
+    await page.locator("#webhooks tr").first().locator("button.edit").click();
+    expect(await page.inputValue("#template")).toBe('{"msg": "{{event}} for {{data.trace_id}}"}');
+    await page.click("#cancel-edit");
+  });
+
+  it("switches to Standard Webhooks and extended retries, and rotates the secret, showing until when the old one signs", async () => {
+    await page.locator("#webhooks tr").first().locator("button.edit").click();
+    await page.selectOption("#scheme", "standard-webhooks");
+    await page.selectOption("#retry-schedule", "extended");
+    const next = `whsec_${Buffer.alloc(24, 3).toString("base64")}`;
+    await page.fill("#secret", next);
+    await page.click("#save");
+    const row = page.locator("#webhooks tr").first();
+    await expect.poll(() => row.locator(".scheme").textContent()).toBe("standard-webhooks");
+    expect(await row.locator(".rotation").textContent()).toMatch(/^previous secret signs until /);
+    expect(await row.locator(".schedule").textContent()).toBe("extended retries");
+    await page.locator("#webhooks tr").first().locator("button.edit").click();
+    expect(await page.inputValue("#scheme")).toBe("standard-webhooks");
+    expect(await page.inputValue("#retry-schedule")).toBe("extended");
+    await page.screenshot({ path: path.join(ARTIFACTS, "dashboard-webhooks-kind.png"), fullPage: true });
+    await page.click("#cancel-edit");
+  });
+
+  it("resends a delivery from the history, and recovers failed ones since a time", async () => {
+    await page.locator("#webhooks tr").first().locator("button.history").click();
+    await expect.poll(() => page.isVisible("#deliveries-section")).toBe(true);
+    const rows = await page.locator("#deliveries tr").count();
+    const before = receiver.received.length;
+    await page.locator("#deliveries tr").first().locator("button.resend").click();
+    await expect.poll(() => receiver.received.length).toBe(before + 1);
+    expect(receiver.received.at(-1)!.headers["x-webhook-event"]).toBe("test.ping");
+    await expect.poll(() => page.locator("#deliveries tr").count(), { timeout: 5_000 }).toBe(rows + 1);
+    expect(await page.inputValue("#recover-since")).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d$/);
+    await page.click("#recover");
+    // Only test deliveries failed here, and those are never recovered.
+    await expect.poll(() => page.textContent("#recover-result")).toBe("0 deliveries queued again");
+    await page.screenshot({ path: path.join(ARTIFACTS, "dashboard-webhooks-history.png"), fullPage: true });
+  });
+
   it("logs out", async () => {
     await page.click("#logout button");
     await expect.poll(() => page.isVisible("#login")).toBe(true);

@@ -310,7 +310,7 @@ describe("deliveries", () => {
 
   it("disables a webhook after 10 failed deliveries; re-enabling resets the count", async () => {
     const r = await receiver();
-    r.reply = () => 410;
+    r.reply = () => 404;
     const { webhook } = await api().createWebhook({ url: r.url, events: ["request.completed.disable"] });
     secret = webhook!.secret;
     for (let i = 0; i < 10; i++) await api().publishEvent({ event: "request.completed.disable", data: { i } });

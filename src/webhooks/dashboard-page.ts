@@ -25,7 +25,7 @@ export function dashboardPage(options: {
   section { background: #fff; border: 1px solid #d0d7de; border-radius: 8px; padding: 16px; margin-bottom: 16px; }
   h2 { font-size: 16px; margin: 0 0 12px; }
   label { display: block; font-size: 13px; margin: 8px 0 4px; font-weight: 600; }
-  input[type=text], input[type=url], input[type=password] { width: 100%; box-sizing: border-box; padding: 6px 8px; border: 1px solid #d0d7de; border-radius: 6px; }
+  input[type=text], input[type=url], input[type=password], select, textarea { width: 100%; box-sizing: border-box; padding: 6px 8px; border: 1px solid #d0d7de; border-radius: 6px; }
   .events { display: grid; grid-template-columns: repeat(auto-fill, minmax(230px, 1fr)); gap: 4px 16px; font-size: 13px; }
   .events label { font-weight: normal; margin: 0; }
   button { padding: 5px 12px; border: 1px solid #d0d7de; border-radius: 6px; background: #f6f8fa; cursor: pointer; font-size: 13px; }
@@ -37,6 +37,11 @@ export function dashboardPage(options: {
   .dot { display: inline-block; width: 10px; height: 10px; border-radius: 50%; margin-right: 6px; }
   .active { background: #1f883d; } .inactive { background: #8c959f; } .errored { background: #cf222e; }
   .error { color: #cf222e; } .ok { color: #1f883d; } .muted { color: #656d76; }
+  form.inline { display: flex; gap: 8px; align-items: center; margin-bottom: 12px; font-size: 13px; }
+  form.inline label { margin: 0; font-weight: normal; }
+  form.inline input { width: auto; }
+  textarea { font-family: ui-monospace, monospace; min-height: 70px; }
+  .kind { white-space: nowrap; font-size: 12px; border: 1px solid #d0d7de; border-radius: 10px; padding: 0 6px; margin-left: 6px; }
   .secret { font-family: ui-monospace, monospace; background: #fff8c5; padding: 8px; border-radius: 6px; word-break: break-all; }
   [hidden] { display: none !important; }
 </style>
@@ -65,7 +70,34 @@ export function dashboardPage(options: {
         <div class="events" id="event-picker"></div>
         <label for="custom-events">Other events (comma-separated)</label>
         <input type="text" id="custom-events" placeholder="billing.invoice_paid">
-        <label for="secret">Secret (leave empty to generate one)</label>
+        <label for="kind">Payload format</label>
+        <select id="kind">
+          <option value="generic">Generic JSON (the event as is)</option>
+          <option value="slack">Slack (incoming webhook: text and blocks)</option>
+          <option value="discord">Discord (webhook: content and an embed)</option>
+          <option value="telegram">Telegram (Bot API sendMessage)</option>
+          <option value="magic-hour">Magic Hour (its webhook body and signature)</option>
+          <option value="custom">Custom template</option>
+        </select>
+        <div id="kind-telegram" hidden>
+          <label for="chat-id">Telegram chat id (the URL is https://api.telegram.org/bot&lt;token&gt;/sendMessage)</label>
+          <input type="text" id="chat-id" placeholder="-1001234567890 or @channel_name">
+        </div>
+        <div id="kind-custom" hidden>
+          <label for="template">Template: JSON whose strings may use {{event}}, {{timestamp}}, {{delivery_id}}, {{data.field}}</label>
+          <textarea id="template" spellcheck="false" placeholder='{"msg": "{{event}} for {{data.trace_id}}"}'></textarea>
+        </div>
+        <label for="scheme">Signature scheme</label>
+        <select id="scheme">
+          <option value="seed">X-Webhook-Signature (sha256= hex HMAC of the body)</option>
+          <option value="standard-webhooks">Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature)</option>
+        </select>
+        <label for="retry-schedule">Retries</label>
+        <select id="retry-schedule">
+          <option value="seed">3 retries after 1 s, 2 s and 4 s</option>
+          <option value="extended">Extended: 7 retries over about a day (5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h)</option>
+        </select>
+        <label for="secret">Secret (leave empty to generate one; a new secret leaves the old one signing for 24 hours)</label>
         <input type="text" id="secret" minlength="16" maxlength="500" autocomplete="off">
         <p class="error" id="form-error"></p>
         <button class="primary" type="submit" id="save">Create webhook</button>
@@ -84,8 +116,14 @@ export function dashboardPage(options: {
     </section>
     <section id="deliveries-section" hidden>
       <h2 id="deliveries-title">Recent deliveries</h2>
+      <form id="recover-form" class="inline">
+        <label for="recover-since">Send again every delivery that failed since</label>
+        <input type="datetime-local" id="recover-since" required>
+        <button type="submit" id="recover">Recover</button>
+        <span id="recover-result"></span>
+      </form>
       <table>
-        <thead><tr><th>Time</th><th>Event</th><th>Attempt</th><th>Status</th><th>Result</th><th>Latency</th><th>Error</th></tr></thead>
+        <thead><tr><th>Time</th><th>Event</th><th>Attempt</th><th>Status</th><th>Result</th><th>Latency</th><th>Error</th><th></th></tr></thead>
         <tbody id="deliveries"></tbody>
       </table>
     </section>
@@ -141,12 +179,26 @@ function selectedEvents() {
   return [...picked, ...custom];
 }
 
+function showKindSettings() {
+  $("kind-telegram").hidden = $("kind").value !== "telegram";
+  $("kind-custom").hidden = $("kind").value !== "custom";
+}
+
+function kindFields() {
+  const kind = $("kind").value;
+  if (kind === "telegram") return { kind, settings: { chat_id: $("chat-id").value.trim() } };
+  if (kind === "custom") return { kind, settings: { template: $("template").value } };
+  return { kind };
+}
+
 function resetForm() {
   editing = null;
   $("form-title").textContent = "New webhook";
   $("save").textContent = "Create webhook";
   $("cancel-edit").hidden = true;
   $("url").value = ""; $("description").value = ""; $("secret").value = ""; $("form-error").textContent = "";
+  $("kind").value = "generic"; $("chat-id").value = ""; $("template").value = ""; $("scheme").value = "seed"; $("retry-schedule").value = "seed";
+  showKindSettings();
   renderPicker(["*"]);
 }
 
@@ -156,6 +208,9 @@ function startEdit(webhook) {
   $("save").textContent = "Save changes";
   $("cancel-edit").hidden = false;
   $("url").value = webhook.url; $("description").value = webhook.description; $("secret").value = "";
+  $("scheme").value = webhook.signature_scheme; $("retry-schedule").value = webhook.retry_schedule;
+  $("kind").value = webhook.kind; $("chat-id").value = webhook.settings.chat_id || ""; $("template").value = webhook.settings.template || "";
+  showKindSettings();
   renderPicker(webhook.events);
   $("url").focus();
 }
@@ -197,7 +252,13 @@ function render(webhooks) {
     remove.onclick = async () => { if (confirm("Delete this webhook and its history?")) { await api("DELETE", "/api/webhooks/" + webhook.id); await load(); } };
     const row = el("tr", {},
       el("td", {}, el("span", { className: "dot " + webhook.status }), el("span", { className: "status", textContent: webhook.status })),
-      el("td", {}, el("div", { textContent: webhook.url, className: "url" }), el("div", { className: "muted", textContent: webhook.description })),
+      el("td", {}, el("div", {}, el("span", { textContent: webhook.url, className: "url" }), el("span", { textContent: webhook.kind, className: "kind" }),
+          webhook.signature_scheme === "seed" ? "" : el("span", { textContent: webhook.signature_scheme, className: "kind scheme" }),
+          webhook.retry_schedule === "seed" ? "" : el("span", { textContent: webhook.retry_schedule + " retries", className: "kind schedule" })),
+        webhook.previous_secret_expires_at
+          ? el("div", { className: "muted rotation", textContent: "previous secret signs until " + new Date(webhook.previous_secret_expires_at).toLocaleString() })
+          : "",
+        el("div", { className: "muted", textContent: webhook.description })),
       el("td", { textContent: webhook.events.join(", ") }),
       el("td", { textContent: webhook.failure_count }),
       el("td", { textContent: webhook.last_triggered_at ? webhook.last_status : "—" }),
@@ -210,7 +271,33 @@ function render(webhooks) {
   $("empty").hidden = webhooks.length > 0;
 }
 
+/** The delivery history shown, so resend and recover can refresh it. */
+let shownWebhook = null;
+
+function localInputValue(date) {
+  const local = new Date(date.getTime() - date.getTimezoneOffset() * 60000);
+  return local.toISOString().slice(0, 16);
+}
+
+function resendButton(webhook, d) {
+  const button = el("button", { textContent: "Resend", className: "resend", title: "Send this event again as a new delivery" });
+  button.onclick = async () => {
+    button.disabled = true;
+    try {
+      await api("POST", "/api/webhooks/" + webhook.id + "/deliveries/" + d.delivery_id + "/resend", {});
+      button.textContent = "Queued";
+      setTimeout(() => showDeliveries(webhook), 1000);
+    } catch (error) { button.textContent = error.message; }
+  };
+  return button;
+}
+
 async function showDeliveries(webhook) {
+  if (shownWebhook?.id !== webhook.id) {
+    $("recover-since").value = localInputValue(new Date(Date.now() - 24 * 3600 * 1000));
+    $("recover-result").textContent = "";
+  }
+  shownWebhook = webhook;
   const { deliveries } = await api("GET", "/api/webhooks/" + webhook.id + "/deliveries?limit=20");
   $("deliveries-title").textContent = "Recent deliveries of " + webhook.url;
   $("deliveries").replaceChildren(...deliveries.map((d) => el("tr", {},
@@ -220,14 +307,27 @@ async function showDeliveries(webhook) {
     el("td", { textContent: d.status }),
     el("td", { textContent: d.success ? "success" : (d.next_attempt_at ? "will retry" : "failed"), className: d.success ? "ok" : "error" }),
     el("td", { textContent: d.latency_ms + " ms" }),
-    el("td", { textContent: d.error }))));
+    el("td", { textContent: d.error }),
+    el("td", {}, resendButton(webhook, d)))));
   $("deliveries-section").hidden = false;
 }
+
+$("recover-form").onsubmit = async (event) => {
+  event.preventDefault();
+  const webhook = shownWebhook;
+  $("recover-result").className = "muted";
+  try {
+    const since = new Date($("recover-since").value).toISOString();
+    const { requeued } = await api("POST", "/api/webhooks/" + webhook.id + "/recover", { since });
+    $("recover-result").textContent = (requeued || 0) + " deliveries queued again";
+    setTimeout(() => showDeliveries(webhook), 1000);
+  } catch (error) { $("recover-result").className = "error"; $("recover-result").textContent = error.message; }
+};
 
 $("webhook-form").onsubmit = async (event) => {
   event.preventDefault();
   $("form-error").textContent = "";
-  const body = { url: $("url").value.trim(), description: $("description").value, events: selectedEvents() };
+  const body = { url: $("url").value.trim(), description: $("description").value, events: selectedEvents(), ...kindFields(), signature_scheme: $("scheme").value, retry_schedule: $("retry-schedule").value };
   if ($("secret").value) body.secret = $("secret").value;
   try {
     if (editing) {
@@ -243,6 +343,7 @@ $("webhook-form").onsubmit = async (event) => {
   } catch (error) { $("form-error").textContent = error.message; }
 };
 $("cancel-edit").onclick = resetForm;
+$("kind").onchange = showKindSettings;
 
 resetForm();
 if (boot.loginError) showLogin(boot.loginError); else load();

@@ -5,13 +5,14 @@ import type { Logger } from "../platform/logger.js";
 import type { Counter, Metrics } from "../platform/metrics.js";
 import { TickBatcher } from "../platform/tick-batcher.js";
 import { Wakeup } from "../platform/wakeup.js";
+import { deliveryRequest } from "./delivery-request.js";
 import type { WebhookHttpClient } from "./outbound.js";
+import { nextAttemptAt } from "./retry-schedule.js";
 import * as repo from "./repository.js";
 import type { ClaimedDelivery } from "./repository.js";
-import { signBody } from "./signature.js";
 
-/** The first attempt and up to 3 retries: with the 1x, 2x, 4x backoff, a receiver gets about 7 s to come back. */
-const MAX_ATTEMPTS = 4;
+/** 410 Gone: the receiver says the endpoint is gone for good. */
+const GONE = 410;
 /** A webhook with this many failed deliveries in a row is disabled, so a dead receiver stops costing attempts. */
 const DISABLE_AT = 10;
 /** A replica that holds a delivery this long without finishing it is presumed dead. */
@@ -26,7 +27,7 @@ const PRUNE_EVERY = 100;
 export interface DispatcherSettings {
   /** Deliveries in flight per replica. */
   concurrency: number;
-  /** Backoff unit: retries wait 1x, 2x, 4x this. */
+  /** Backoff unit: the default schedule's retries wait 1x, 2x, 4x this; the extended schedule's gaps scale with it too. */
   retryBaseMs: number;
   /** Newest attempts kept per webhook. */
   historyLimit: number;
@@ -103,22 +104,13 @@ export class Dispatcher {
 
   /** Sends one attempt of a claimed delivery and records its outcome. */
   async attempt(delivery: ClaimedDelivery): Promise<AttemptResult> {
-    const headers: Record<string, string> = {
-      "Content-Type": "application/json",
-      "User-Agent": "Service-Webhook/1.0",
-      "X-Webhook-Event": delivery.event,
-      "X-Webhook-Timestamp": delivery.occurred_at.toISOString(),
-      "X-Webhook-Id": delivery.id,
-    };
-    if (delivery.secret) headers["X-Webhook-Signature"] = signBody(delivery.secret, delivery.body);
-    const result = await this.http.post(delivery.url, delivery.body, headers);
+    const request = deliveryRequest(delivery, new Date());
+    const result = await this.http.post(delivery.url, request.body, request.headers);
 
     const success = result.status >= 200 && result.status < 300;
-    const retryable = result.status === 0 || result.status >= 500;
-    const retryAt =
-      delivery.retries && retryable && delivery.attempt < MAX_ATTEMPTS
-        ? new Date(Date.now() + this.settings.retryBaseMs * 2 ** (delivery.attempt - 1))
-        : undefined;
+    const retryAt = delivery.retries
+      ? nextAttemptAt(delivery.retry_schedule, delivery.attempt, result, this.settings.retryBaseMs, new Date())
+      : undefined;
     const disabled = await this.recorder.add({
       deliveryId: delivery.id,
       webhookId: delivery.webhook_id,
@@ -152,6 +144,10 @@ export class Dispatcher {
     if (retryAt) this.wakeup.wake();
     if (disabled) {
       this.logger.warn({ event: "webhook_disabled", webhook_id: delivery.webhook_id }, "webhook disabled after repeated failures");
+    }
+    // A test delivery tells nothing about the webhook's deliveries, so only a real one disables.
+    if (result.status === GONE && delivery.retries && (await repo.disableWebhook(this.db, delivery.webhook_id))) {
+      this.logger.warn({ event: "webhook_disabled", webhook_id: delivery.webhook_id, reason: "gone" }, "webhook disabled: receiver answered 410 Gone");
     }
     // History trimming is housekeeping: its failure must not look like an unrecorded attempt.
     this.pruneNowAndThen(delivery.webhook_id).catch((error: unknown) =>

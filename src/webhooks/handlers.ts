@@ -4,6 +4,7 @@ import { defineService } from "../transport/call.js";
 import type { AttemptView } from "./repository.js";
 import type { WebhookService } from "./service.js";
 import { maskSecret } from "./signature.js";
+import { livePreviousSecret } from "./signing.js";
 
 export function webhookService(webhooks: WebhookService) {
   return defineService(
@@ -24,6 +25,8 @@ export function webhookService(webhooks: WebhookService) {
       listDeliveries: async (request, ctx) => ({
         deliveries: (await webhooks.deliveries(ctx.principal, request.webhookId, request.limit)).map(toDelivery),
       }),
+      resendDelivery: async (request, ctx) => webhooks.resend(ctx.principal, request.webhookId, request.deliveryId),
+      recoverDeliveries: async (request, ctx) => webhooks.recover(ctx.principal, request.webhookId, request.since),
       validateUrl: async (request) => webhooks.validateUrl(request.url),
       publishEvent: async (request, ctx) => webhooks.publish(ctx.principal, request),
     },
@@ -54,6 +57,11 @@ function toWebhook(row: WebhookRow, { masked = false } = {}): Webhook {
     lastStatus: row.last_status ?? 0,
     failureCount: row.failure_count,
     status: statusOf(row),
+    kind: row.kind,
+    settings: row.settings,
+    signatureScheme: row.signature_scheme,
+    retrySchedule: row.retry_schedule,
+    previousSecretExpiresAt: livePreviousSecret(row, new Date()) ? row.previous_secret_expires_at! : undefined,
   };
 }
 

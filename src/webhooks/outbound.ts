@@ -16,6 +16,8 @@ export interface PostResult {
   /** Whole milliseconds. */
   latencyMs: number;
   responseBody: string;
+  /** The receiver's Retry-After header, if it sent one. */
+  retryAfter?: string;
   error?: string;
 }
 
@@ -61,7 +63,13 @@ export class WebhookHttpClient {
         signal: controller.signal,
       });
       const responseBody = await readCapped(response.body, this.maxResponseBytes);
-      return { status: response.statusCode, latencyMs: elapsed(started), responseBody };
+      const retryAfter = response.headers["retry-after"];
+      return {
+        status: response.statusCode,
+        latencyMs: elapsed(started),
+        responseBody,
+        ...(retryAfter !== undefined ? { retryAfter: String(retryAfter) } : {}),
+      };
     } catch (error) {
       if (controller.signal.aborted) return failed(`timeout after ${this.timeoutMs} ms`);
       return failed(describe(error));

@@ -5,7 +5,17 @@ import type { WebhookAttemptRow, WebhookRow } from "../platform/db/schema.js";
 
 export async function insertWebhook(
   db: Db,
-  webhook: { accountId: string; url: string; events: string[]; secret: string; description: string },
+  webhook: {
+    accountId: string;
+    url: string;
+    events: string[];
+    secret: string;
+    description: string;
+    kind: string;
+    settings: Record<string, string>;
+    signatureScheme: string;
+    retrySchedule: string;
+  },
 ): Promise<WebhookRow> {
   return db
     .insertInto("webhooks")
@@ -15,6 +25,10 @@ export async function insertWebhook(
       events: webhook.events,
       secret: webhook.secret,
       description: webhook.description,
+      kind: webhook.kind,
+      settings: JSON.stringify(webhook.settings),
+      signature_scheme: webhook.signatureScheme,
+      retry_schedule: webhook.retrySchedule,
     })
     .returningAll()
     .executeTakeFirstOrThrow();
@@ -45,23 +59,46 @@ export interface WebhookPatch {
   events?: string[];
   description?: string;
   enabled?: boolean;
+  kind?: string;
+  settings?: Record<string, string>;
+  signatureScheme?: string;
+  retrySchedule?: string;
 }
 
-/** Applies the patch; turning a disabled webhook back on resets its failure count. */
+/**
+ * Applies the patch; turning a disabled webhook back on resets its failure count, and a new secret
+ * keeps the one it replaces signing for `previousSecretTtlMs`.
+ */
 export async function updateWebhook(
   db: Db,
   accountId: string,
   id: string,
   patch: WebhookPatch,
+  previousSecretTtlMs: number,
 ): Promise<WebhookRow | undefined> {
   return db
     .updateTable("webhooks")
     .set((eb) => ({
       ...(patch.url !== undefined ? { url: patch.url } : {}),
-      ...(patch.secret !== undefined ? { secret: patch.secret } : {}),
+      ...(patch.secret !== undefined
+        ? {
+            secret: patch.secret,
+            previous_secret: eb.case().when("secret", "<>", patch.secret).then(eb.ref("secret")).else(eb.ref("previous_secret")).end(),
+            previous_secret_expires_at: eb
+              .case()
+              .when("secret", "<>", patch.secret)
+              .then(sql<Date>`now() + make_interval(secs => ${previousSecretTtlMs / 1000})`)
+              .else(eb.ref("previous_secret_expires_at"))
+              .end(),
+          }
+        : {}),
       ...(patch.events !== undefined ? { events: patch.events } : {}),
       ...(patch.description !== undefined ? { description: patch.description } : {}),
       ...(patch.enabled !== undefined ? { enabled: patch.enabled } : {}),
+      ...(patch.kind !== undefined ? { kind: patch.kind } : {}),
+      ...(patch.settings !== undefined ? { settings: JSON.stringify(patch.settings) } : {}),
+      ...(patch.signatureScheme !== undefined ? { signature_scheme: patch.signatureScheme } : {}),
+      ...(patch.retrySchedule !== undefined ? { retry_schedule: patch.retrySchedule } : {}),
       ...(patch.enabled === true
         ? { failure_count: eb.case().when("enabled", "=", false).then(0).else(eb.ref("failure_count")).end() }
         : {}),
@@ -152,6 +189,12 @@ export interface ClaimedDelivery {
   url: string;
   secret: string;
   enabled: boolean;
+  kind: string;
+  settings: Record<string, string>;
+  signature_scheme: string;
+  /** The replaced secret while it still signs, else null. */
+  previous_secret: string | null;
+  retry_schedule: string;
   event: string;
   body: string;
   occurred_at: Date;
@@ -176,7 +219,8 @@ export async function claimDueDeliveries(db: Db, limit: number, leaseMs: number)
       from due where d.id = due.id
       returning d.id, d.webhook_id, d.event_id, d.attempts, d.retries
     )
-    select c.id, c.webhook_id, c.attempts as attempt, c.retries, w.url, w.secret, w.enabled,
+    select c.id, c.webhook_id, c.attempts as attempt, c.retries, w.url, w.secret, w.enabled, w.kind, w.settings, w.signature_scheme, w.retry_schedule,
+           case when w.previous_secret_expires_at > now() then w.previous_secret end as previous_secret,
            e.name as event, e.body, e.occurred_at
     from claimed c join webhooks w on w.id = c.webhook_id join webhook_events e on e.id = c.event_id`.execute(db);
   return rows;
@@ -263,6 +307,48 @@ export async function recordAttempts(db: Db, outcomes: AttemptOutcome[], disable
     where w.id = e.webhook_id
     returning w.id, e.was_enabled and not w.enabled as disabled`.execute(db);
   return rows.filter((r) => r.disabled).map((r) => r.id);
+}
+
+/** Queues the event of one of the webhook's deliveries again, as a new delivery; undefined when it has no such delivery. */
+export async function resendDelivery(
+  db: Db,
+  webhookId: string,
+  deliveryId: string,
+): Promise<{ deliveryId: string; eventId: string } | undefined> {
+  const { rows } = await sql<{ id: string; event_id: string }>`
+    insert into webhook_deliveries (event_id, webhook_id)
+    select event_id, webhook_id from webhook_deliveries where id = ${deliveryId} and webhook_id = ${webhookId}
+    returning id, event_id`.execute(db);
+  return rows[0] ? { deliveryId: rows[0].id, eventId: rows[0].event_id } : undefined;
+}
+
+/**
+ * Puts back in the queue, from their first attempt, the webhook's deliveries created since `since`
+ * that failed (state failed, or delivered with a non-2xx final attempt) or were skipped while it
+ * was disabled; test deliveries stay as they were. One statement, so all or none. A delivered one
+ * whose last attempt was pruned from the history is left alone: it may have succeeded.
+ */
+export async function requeueFailedDeliveries(db: Db, webhookId: string, since: Date): Promise<number> {
+  const { numAffectedRows } = await sql`
+    update webhook_deliveries d
+    set state = 'pending', attempts = 0, next_attempt_at = now(), locked_until = null
+    where d.webhook_id = ${webhookId} and d.created_at >= ${since} and d.retries
+      and (d.state in ('failed', 'skipped')
+           or (d.state = 'delivered' and not (
+             select a.success from webhook_attempts a where a.delivery_id = d.id order by a.created_at desc limit 1)))`.execute(db);
+  return Number(numAffectedRows ?? 0);
+}
+
+/** Turns a webhook off at once; true when it was on. */
+export async function disableWebhook(db: Db, webhookId: string): Promise<boolean> {
+  const row = await db
+    .updateTable("webhooks")
+    .set({ enabled: false })
+    .where("id", "=", webhookId)
+    .where("enabled", "=", true)
+    .returning("id")
+    .executeTakeFirst();
+  return row !== undefined;
 }
 
 /** A delivery whose webhook was disabled before its turn is dropped, not sent. */

@@ -2,12 +2,14 @@ import type { CreateWebhookRequest, PublishEventRequest, UpdateWebhookRequest } 
 import { isAdmin, type Principal } from "../platform/auth.js";
 import type { Db } from "../platform/db/database.js";
 import type { WebhookRow } from "../platform/db/schema.js";
-import { invalidArgument, notFound, permissionDenied, type RpcError, Violations } from "../platform/errors.js";
+import { Code, failedPrecondition, invalidArgument, notFound, permissionDenied, RpcError, Violations } from "../platform/errors.js";
 import { isUuid } from "../platform/ids.js";
 import type { Dispatcher } from "./dispatcher.js";
 import { EVENT_NAME } from "./events.js";
+import { checkKind } from "./kinds/index.js";
+import { checkRetrySchedule } from "./retry-schedule.js";
 import * as repo from "./repository.js";
-import { generateSecret } from "./signature.js";
+import { checkScheme, checkStandardSecret, generateSecretFor, livePreviousSecret, PREVIOUS_SECRET_TTL_MS } from "./signing.js";
 import type { SsrfGuard, UrlProblem } from "../platform/ssrf.js";
 import { TickBatcher } from "../platform/tick-batcher.js";
 
@@ -51,14 +53,25 @@ export class WebhookService {
     const events = checkEvents(violations, request.events);
     checkDescription(violations, request.description);
     if (request.secret !== "") checkSecret(violations, request.secret);
+    const kind = request.kind || "generic";
+    checkKind(violations, kind, request.settings);
+    const scheme = request.signatureScheme || "seed";
+    checkScheme(violations, scheme);
+    const retrySchedule = request.retrySchedule || "seed";
+    checkRetrySchedule(violations, retrySchedule);
+    if (scheme === "standard-webhooks" && request.secret !== "") checkStandardSecret(violations, request.secret);
     violations.throwIfAny();
     await this.checkUrl(request.url);
     return repo.insertWebhook(this.db, {
       accountId: principal.accountId,
       url: request.url,
       events: events.length > 0 ? events : ["*"],
-      secret: request.secret || generateSecret(),
+      secret: request.secret || generateSecretFor(scheme),
       description: request.description,
+      kind,
+      settings: request.settings,
+      signatureScheme: scheme,
+      retrySchedule,
     });
   }
 
@@ -74,19 +87,26 @@ export class WebhookService {
     const events = checkEvents(violations, request.events);
     if (request.description !== undefined) checkDescription(violations, request.description);
     if (request.secret !== undefined) checkSecret(violations, request.secret);
+    if (request.signatureScheme !== undefined) checkScheme(violations, request.signatureScheme);
+    if (request.retrySchedule !== undefined) checkRetrySchedule(violations, request.retrySchedule);
     violations.throwIfAny();
     const current = await this.get(principal, request.webhookId);
+    const format = kindChange(current, request);
+    checkSchemeSecret(current, request);
     if (request.url !== undefined) await this.checkUrl(request.url);
-    const patch = {
+    const patch: repo.WebhookPatch = {
       url: request.url,
       secret: request.secret,
       events: events.length > 0 ? events : undefined,
       description: request.description,
       enabled: request.enabled,
+      ...format,
+      signatureScheme: request.signatureScheme,
+      retrySchedule: request.retrySchedule,
     };
     // An update that sets nothing (an empty body, or only unknown keys) changes nothing, as a PATCH would.
     if (Object.values(patch).every((value) => value === undefined)) return current;
-    const row = await repo.updateWebhook(this.db, principal.accountId, request.webhookId, patch);
+    const row = await repo.updateWebhook(this.db, principal.accountId, request.webhookId, patch, PREVIOUS_SECRET_TTL_MS);
     if (!row) throw webhookNotFound(request.webhookId);
     return row;
   }
@@ -119,6 +139,11 @@ export class WebhookService {
       url: webhook.url,
       secret: webhook.secret,
       enabled: true,
+      kind: webhook.kind,
+      settings: webhook.settings,
+      signature_scheme: webhook.signature_scheme,
+      previous_secret: livePreviousSecret(webhook, occurredAt),
+      retry_schedule: webhook.retry_schedule,
       event: "test.ping",
       body,
       occurred_at: occurredAt,
@@ -134,6 +159,44 @@ export class WebhookService {
     violations.throwIfAny();
     const webhook = await this.get(principal, webhookId);
     return repo.listAttempts(this.db, webhook.id, limit || DEFAULT_DELIVERIES_LIMIT);
+  }
+
+  /** The event of one delivery, sent to the webhook again as a new delivery. */
+  async resend(principal: Principal, webhookId: string, deliveryId: string): Promise<{ deliveryId: string; eventId: string }> {
+    const violations = new Violations();
+    if (deliveryId === "") violations.add("delivery_id", "is required");
+    violations.throwIfAny();
+    const webhook = await this.enabledWebhook(principal, webhookId, "resending");
+    const resent = isUuid(deliveryId) ? await repo.resendDelivery(this.db, webhook.id, deliveryId) : undefined;
+    if (!resent) {
+      throw new RpcError(Code.NOT_FOUND, `delivery "${deliveryId}" of webhook "${webhook.id}" not found`, {
+        reason: "DELIVERY_NOT_FOUND",
+        fieldViolations: [{ field: "delivery_id", description: "is not a delivery of this webhook" }],
+      });
+    }
+    this.dispatcher.wakeAll();
+    return resent;
+  }
+
+  /** Queues again the webhook's deliveries since `since` that failed or were skipped. */
+  async recover(principal: Principal, webhookId: string, since: Date | undefined): Promise<{ requeued: number }> {
+    const violations = new Violations();
+    if (since === undefined) violations.add("since", "is required (an RFC 3339 time)");
+    else if (since.getTime() > Date.now()) violations.add("since", "must not be in the future");
+    violations.throwIfAny();
+    const webhook = await this.enabledWebhook(principal, webhookId, "recovering deliveries");
+    const requeued = await repo.requeueFailedDeliveries(this.db, webhook.id, since!);
+    if (requeued > 0) this.dispatcher.wakeAll();
+    return { requeued };
+  }
+
+  /** A disabled webhook's deliveries are skipped, so sending to it again needs it enabled first. */
+  private async enabledWebhook(principal: Principal, webhookId: string, doing: string): Promise<WebhookRow> {
+    const webhook = await this.get(principal, webhookId);
+    if (!webhook.enabled) {
+      throw failedPrecondition(`webhook "${webhook.id}" is disabled: enable it before ${doing}`, "WEBHOOK_DISABLED");
+    }
+    return webhook;
   }
 
   async validateUrl(url: string): Promise<{ valid: boolean; reason: string }> {
@@ -196,6 +259,32 @@ export class WebhookService {
 /** The body every receiver gets: the exact bytes that are signed. */
 function eventBody(event: string, occurredAt: Date, data: Record<string, unknown>): string {
   return JSON.stringify({ event, timestamp: occurredAt.toISOString(), data });
+}
+
+/**
+ * The kind and settings an update leads to, checked together: settings sent replace the old ones;
+ * a new kind without settings starts from none (the old kind's settings mean nothing to it).
+ */
+function kindChange(current: WebhookRow, request: UpdateWebhookRequest): { kind?: string; settings?: Record<string, string> } {
+  const newSettings = Object.keys(request.settings).length > 0;
+  const newKind = request.kind !== undefined && request.kind !== current.kind;
+  if (!newSettings && !newKind) return {};
+  const kind = request.kind ?? current.kind;
+  const settings = newSettings ? request.settings : {};
+  const violations = new Violations();
+  checkKind(violations, kind, settings);
+  violations.throwIfAny();
+  return { kind, settings };
+}
+
+/** A webhook that ends up on the standard-webhooks scheme needs a secret of that scheme's format. */
+function checkSchemeSecret(current: WebhookRow, request: UpdateWebhookRequest): void {
+  if ((request.signatureScheme ?? current.signature_scheme) !== "standard-webhooks") return;
+  const changesScheme = request.signatureScheme !== undefined && request.signatureScheme !== current.signature_scheme;
+  if (!changesScheme && request.secret === undefined) return;
+  const violations = new Violations();
+  checkStandardSecret(violations, request.secret ?? current.secret);
+  violations.throwIfAny();
 }
 
 function checkEvents(violations: Violations, events: string[]): string[] {

@@ -1,4 +1,4 @@
-import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { createHmac, timingSafeEqual } from "node:crypto";
 
 /** `sha256=` and the lowercase hex HMAC-SHA256 of the exact body bytes, keyed by the secret. */
 export function signBody(secret: string, body: string | Buffer): string {
@@ -14,11 +14,6 @@ export function verifySignature(secret: string, rawBody: string | Buffer, header
   const expected = Buffer.from(signBody(secret, rawBody));
   const given = Buffer.from(header);
   return given.length === expected.length && timingSafeEqual(given, expected);
-}
-
-/** `whsec_` followed by 48 hexadecimal characters (24 random bytes). */
-export function generateSecret(): string {
-  return `whsec_${randomBytes(24).toString("hex")}`;
 }
 
 /** What lists show of a secret: its first 10 characters and "...". */

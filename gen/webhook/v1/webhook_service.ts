@@ -47,6 +47,36 @@ export interface Webhook {
   failureCount: number;
   /** active, inactive (disabled) or errored (enabled, but its last delivery failed). */
   status: string;
+  /**
+   * The payload format: generic (the seed's event JSON, the default), slack, discord, telegram,
+   * magic-hour or custom.
+   */
+  kind: string;
+  /**
+   * What the kind needs: chat_id for telegram; template (a JSON document whose strings may hold
+   * {{event}}, {{timestamp}}, {{delivery_id}} or {{data.some.field}}) for custom.
+   */
+  settings: { [key: string]: string };
+  /**
+   * seed (X-Webhook-Signature, the default) or standard-webhooks (webhook-id, webhook-timestamp,
+   * webhook-signature).
+   */
+  signatureScheme: string;
+  /** After a secret is changed, the previous one signs too until this time (24 hours). */
+  previousSecretExpiresAt:
+    | Date
+    | undefined;
+  /**
+   * seed (3 retries after 1 s, 2 s and 4 s, the default) or extended (7 retries over about 27 hours,
+   * growing gaps with jitter). 429 and 503 with Retry-After wait at least that long (up to an hour);
+   * 410 Gone disables the webhook.
+   */
+  retrySchedule: string;
+}
+
+export interface Webhook_SettingsEntry {
+  key: string;
+  value: string;
 }
 
 export interface Delivery {
@@ -57,7 +87,7 @@ export interface Delivery {
   webhookId: string;
   eventId: string;
   event: string;
-  /** 1 for the first attempt, up to 4. */
+  /** 1 for the first attempt, up to 4 (seed schedule) or 8 (extended). */
   attempt: number;
   /** The receiver's HTTP status; 0 for a network failure or timeout. */
   status: number;
@@ -83,12 +113,28 @@ export interface ListWebhooksResponse {
 export interface CreateWebhookRequest {
   /** http(s), at most 2000 characters, not a private or loopback address. */
   url: string;
-  /** 16..500 characters; generated (whsec_ + 48 hex) when empty. */
+  /**
+   * 16..500 characters; generated when empty (whsec_ + 48 hex; for standard-webhooks whsec_ +
+   * base64 of 24 bytes).
+   */
   secret: string;
   /** Event names ("*" or dotted, like request.completed), at most 64; default ["*"]. */
   events: string[];
   /** At most 1000 characters. */
   description: string;
+  /** generic (default), slack, discord, telegram, magic-hour or custom. */
+  kind: string;
+  /** telegram: chat_id (required); custom: template (required). */
+  settings: { [key: string]: string };
+  /** seed (default) or standard-webhooks, whose secret is whsec_ + base64 of 24..64 bytes. */
+  signatureScheme: string;
+  /** seed (default) or extended. */
+  retrySchedule: string;
+}
+
+export interface CreateWebhookRequest_SettingsEntry {
+  key: string;
+  value: string;
 }
 
 export interface CreateWebhookResponse {
@@ -105,7 +151,10 @@ export interface GetWebhookResponse {
 
 export interface UpdateWebhookRequest {
   webhookId: string;
-  url?: string | undefined;
+  url?:
+    | string
+    | undefined;
+  /** A new secret; the one it replaces keeps signing beside it for 24 hours. */
   secret?:
     | string
     | undefined;
@@ -113,6 +162,18 @@ export interface UpdateWebhookRequest {
   events: string[];
   description?: string | undefined;
   enabled?: boolean | undefined;
+  kind?:
+    | string
+    | undefined;
+  /** Replaces the settings when not empty, or when kind changes. */
+  settings: { [key: string]: string };
+  signatureScheme?: string | undefined;
+  retrySchedule?: string | undefined;
+}
+
+export interface UpdateWebhookRequest_SettingsEntry {
+  key: string;
+  value: string;
 }
 
 export interface UpdateWebhookResponse {
@@ -145,6 +206,29 @@ export interface ListDeliveriesRequest {
 
 export interface ListDeliveriesResponse {
   deliveries: Delivery[];
+}
+
+export interface ResendDeliveryRequest {
+  webhookId: string;
+  /** The delivery_id of an attempt in the webhook's history. */
+  deliveryId: string;
+}
+
+export interface ResendDeliveryResponse {
+  /** The new delivery's id (its X-Webhook-Id). */
+  deliveryId: string;
+  eventId: string;
+}
+
+export interface RecoverDeliveriesRequest {
+  webhookId: string;
+  /** Required; not in the future. */
+  since: Date | undefined;
+}
+
+export interface RecoverDeliveriesResponse {
+  /** Deliveries queued again. */
+  requeued: number;
 }
 
 export interface ValidateUrlRequest {
@@ -187,6 +271,11 @@ function createBaseWebhook(): Webhook {
     lastStatus: 0,
     failureCount: 0,
     status: "",
+    kind: "",
+    settings: {},
+    signatureScheme: "",
+    previousSecretExpiresAt: undefined,
+    retrySchedule: "",
   };
 }
 
@@ -224,6 +313,21 @@ export const Webhook: MessageFns<Webhook> = {
     }
     if (message.status !== "") {
       writer.uint32(90).string(message.status);
+    }
+    if (message.kind !== "") {
+      writer.uint32(98).string(message.kind);
+    }
+    globalThis.Object.entries(message.settings).forEach(([key, value]: [string, string]) => {
+      Webhook_SettingsEntry.encode({ key: key as any, value }, writer.uint32(106).fork()).join();
+    });
+    if (message.signatureScheme !== "") {
+      writer.uint32(114).string(message.signatureScheme);
+    }
+    if (message.previousSecretExpiresAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.previousSecretExpiresAt), writer.uint32(122).fork()).join();
+    }
+    if (message.retrySchedule !== "") {
+      writer.uint32(130).string(message.retrySchedule);
     }
     return writer;
   },
@@ -329,6 +433,49 @@ export const Webhook: MessageFns<Webhook> = {
             message.status = reader.string();
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.kind = reader.string();
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            const entry13 = Webhook_SettingsEntry.decode(reader, reader.uint32());
+            if (entry13.value !== undefined) {
+              message.settings[entry13.key] = entry13.value;
+            }
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.signatureScheme = reader.string();
+            continue;
+          }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.previousSecretExpiresAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 16: {
+            if (tag !== 130) {
+              break;
+            }
+
+            message.retrySchedule = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -357,6 +504,86 @@ export const Webhook: MessageFns<Webhook> = {
     message.lastStatus = object.lastStatus ?? 0;
     message.failureCount = object.failureCount ?? 0;
     message.status = object.status ?? "";
+    message.kind = object.kind ?? "";
+    message.settings = (globalThis.Object.entries(object.settings ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.signatureScheme = object.signatureScheme ?? "";
+    message.previousSecretExpiresAt = object.previousSecretExpiresAt ?? undefined;
+    message.retrySchedule = object.retrySchedule ?? "";
+    return message;
+  },
+};
+
+function createBaseWebhook_SettingsEntry(): Webhook_SettingsEntry {
+  return { key: "", value: "" };
+}
+
+export const Webhook_SettingsEntry: MessageFns<Webhook_SettingsEntry> = {
+  encode(message: Webhook_SettingsEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Webhook_SettingsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWebhook_SettingsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<Webhook_SettingsEntry>, I>>(base?: I): Webhook_SettingsEntry {
+    return Webhook_SettingsEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<Webhook_SettingsEntry>, I>>(object: I): Webhook_SettingsEntry {
+    const message = createBaseWebhook_SettingsEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
     return message;
   },
 };
@@ -673,7 +900,16 @@ export const ListWebhooksResponse: MessageFns<ListWebhooksResponse> = {
 };
 
 function createBaseCreateWebhookRequest(): CreateWebhookRequest {
-  return { url: "", secret: "", events: [], description: "" };
+  return {
+    url: "",
+    secret: "",
+    events: [],
+    description: "",
+    kind: "",
+    settings: {},
+    signatureScheme: "",
+    retrySchedule: "",
+  };
 }
 
 export const CreateWebhookRequest: MessageFns<CreateWebhookRequest> = {
@@ -689,6 +925,18 @@ export const CreateWebhookRequest: MessageFns<CreateWebhookRequest> = {
     }
     if (message.description !== "") {
       writer.uint32(34).string(message.description);
+    }
+    if (message.kind !== "") {
+      writer.uint32(42).string(message.kind);
+    }
+    globalThis.Object.entries(message.settings).forEach(([key, value]: [string, string]) => {
+      CreateWebhookRequest_SettingsEntry.encode({ key: key as any, value }, writer.uint32(50).fork()).join();
+    });
+    if (message.signatureScheme !== "") {
+      writer.uint32(58).string(message.signatureScheme);
+    }
+    if (message.retrySchedule !== "") {
+      writer.uint32(66).string(message.retrySchedule);
     }
     return writer;
   },
@@ -738,6 +986,41 @@ export const CreateWebhookRequest: MessageFns<CreateWebhookRequest> = {
             message.description = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.kind = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            const entry6 = CreateWebhookRequest_SettingsEntry.decode(reader, reader.uint32());
+            if (entry6.value !== undefined) {
+              message.settings[entry6.key] = entry6.value;
+            }
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.signatureScheme = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.retrySchedule = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -759,6 +1042,89 @@ export const CreateWebhookRequest: MessageFns<CreateWebhookRequest> = {
     message.secret = object.secret ?? "";
     message.events = object.events?.map((e) => e) || [];
     message.description = object.description ?? "";
+    message.kind = object.kind ?? "";
+    message.settings = (globalThis.Object.entries(object.settings ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.signatureScheme = object.signatureScheme ?? "";
+    message.retrySchedule = object.retrySchedule ?? "";
+    return message;
+  },
+};
+
+function createBaseCreateWebhookRequest_SettingsEntry(): CreateWebhookRequest_SettingsEntry {
+  return { key: "", value: "" };
+}
+
+export const CreateWebhookRequest_SettingsEntry: MessageFns<CreateWebhookRequest_SettingsEntry> = {
+  encode(message: CreateWebhookRequest_SettingsEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateWebhookRequest_SettingsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateWebhookRequest_SettingsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<CreateWebhookRequest_SettingsEntry>, I>>(
+    base?: I,
+  ): CreateWebhookRequest_SettingsEntry {
+    return CreateWebhookRequest_SettingsEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateWebhookRequest_SettingsEntry>, I>>(
+    object: I,
+  ): CreateWebhookRequest_SettingsEntry {
+    const message = createBaseCreateWebhookRequest_SettingsEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
     return message;
   },
 };
@@ -933,7 +1299,18 @@ export const GetWebhookResponse: MessageFns<GetWebhookResponse> = {
 };
 
 function createBaseUpdateWebhookRequest(): UpdateWebhookRequest {
-  return { webhookId: "", url: undefined, secret: undefined, events: [], description: undefined, enabled: undefined };
+  return {
+    webhookId: "",
+    url: undefined,
+    secret: undefined,
+    events: [],
+    description: undefined,
+    enabled: undefined,
+    kind: undefined,
+    settings: {},
+    signatureScheme: undefined,
+    retrySchedule: undefined,
+  };
 }
 
 export const UpdateWebhookRequest: MessageFns<UpdateWebhookRequest> = {
@@ -955,6 +1332,18 @@ export const UpdateWebhookRequest: MessageFns<UpdateWebhookRequest> = {
     }
     if (message.enabled !== undefined) {
       writer.uint32(48).bool(message.enabled);
+    }
+    if (message.kind !== undefined) {
+      writer.uint32(58).string(message.kind);
+    }
+    globalThis.Object.entries(message.settings).forEach(([key, value]: [string, string]) => {
+      UpdateWebhookRequest_SettingsEntry.encode({ key: key as any, value }, writer.uint32(66).fork()).join();
+    });
+    if (message.signatureScheme !== undefined) {
+      writer.uint32(74).string(message.signatureScheme);
+    }
+    if (message.retrySchedule !== undefined) {
+      writer.uint32(82).string(message.retrySchedule);
     }
     return writer;
   },
@@ -1020,6 +1409,41 @@ export const UpdateWebhookRequest: MessageFns<UpdateWebhookRequest> = {
             message.enabled = reader.bool();
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.kind = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            const entry8 = UpdateWebhookRequest_SettingsEntry.decode(reader, reader.uint32());
+            if (entry8.value !== undefined) {
+              message.settings[entry8.key] = entry8.value;
+            }
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.signatureScheme = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.retrySchedule = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1043,6 +1467,89 @@ export const UpdateWebhookRequest: MessageFns<UpdateWebhookRequest> = {
     message.events = object.events?.map((e) => e) || [];
     message.description = object.description ?? undefined;
     message.enabled = object.enabled ?? undefined;
+    message.kind = object.kind ?? undefined;
+    message.settings = (globalThis.Object.entries(object.settings ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.signatureScheme = object.signatureScheme ?? undefined;
+    message.retrySchedule = object.retrySchedule ?? undefined;
+    return message;
+  },
+};
+
+function createBaseUpdateWebhookRequest_SettingsEntry(): UpdateWebhookRequest_SettingsEntry {
+  return { key: "", value: "" };
+}
+
+export const UpdateWebhookRequest_SettingsEntry: MessageFns<UpdateWebhookRequest_SettingsEntry> = {
+  encode(message: UpdateWebhookRequest_SettingsEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UpdateWebhookRequest_SettingsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUpdateWebhookRequest_SettingsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<UpdateWebhookRequest_SettingsEntry>, I>>(
+    base?: I,
+  ): UpdateWebhookRequest_SettingsEntry {
+    return UpdateWebhookRequest_SettingsEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UpdateWebhookRequest_SettingsEntry>, I>>(
+    object: I,
+  ): UpdateWebhookRequest_SettingsEntry {
+    const message = createBaseUpdateWebhookRequest_SettingsEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
     return message;
   },
 };
@@ -1458,6 +1965,262 @@ export const ListDeliveriesResponse: MessageFns<ListDeliveriesResponse> = {
   },
 };
 
+function createBaseResendDeliveryRequest(): ResendDeliveryRequest {
+  return { webhookId: "", deliveryId: "" };
+}
+
+export const ResendDeliveryRequest: MessageFns<ResendDeliveryRequest> = {
+  encode(message: ResendDeliveryRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.webhookId !== "") {
+      writer.uint32(10).string(message.webhookId);
+    }
+    if (message.deliveryId !== "") {
+      writer.uint32(18).string(message.deliveryId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResendDeliveryRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResendDeliveryRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.webhookId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.deliveryId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ResendDeliveryRequest>, I>>(base?: I): ResendDeliveryRequest {
+    return ResendDeliveryRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ResendDeliveryRequest>, I>>(object: I): ResendDeliveryRequest {
+    const message = createBaseResendDeliveryRequest();
+    message.webhookId = object.webhookId ?? "";
+    message.deliveryId = object.deliveryId ?? "";
+    return message;
+  },
+};
+
+function createBaseResendDeliveryResponse(): ResendDeliveryResponse {
+  return { deliveryId: "", eventId: "" };
+}
+
+export const ResendDeliveryResponse: MessageFns<ResendDeliveryResponse> = {
+  encode(message: ResendDeliveryResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.deliveryId !== "") {
+      writer.uint32(10).string(message.deliveryId);
+    }
+    if (message.eventId !== "") {
+      writer.uint32(18).string(message.eventId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResendDeliveryResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResendDeliveryResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.deliveryId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.eventId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ResendDeliveryResponse>, I>>(base?: I): ResendDeliveryResponse {
+    return ResendDeliveryResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ResendDeliveryResponse>, I>>(object: I): ResendDeliveryResponse {
+    const message = createBaseResendDeliveryResponse();
+    message.deliveryId = object.deliveryId ?? "";
+    message.eventId = object.eventId ?? "";
+    return message;
+  },
+};
+
+function createBaseRecoverDeliveriesRequest(): RecoverDeliveriesRequest {
+  return { webhookId: "", since: undefined };
+}
+
+export const RecoverDeliveriesRequest: MessageFns<RecoverDeliveriesRequest> = {
+  encode(message: RecoverDeliveriesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.webhookId !== "") {
+      writer.uint32(10).string(message.webhookId);
+    }
+    if (message.since !== undefined) {
+      Timestamp.encode(toTimestamp(message.since), writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RecoverDeliveriesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRecoverDeliveriesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.webhookId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.since = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RecoverDeliveriesRequest>, I>>(base?: I): RecoverDeliveriesRequest {
+    return RecoverDeliveriesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RecoverDeliveriesRequest>, I>>(object: I): RecoverDeliveriesRequest {
+    const message = createBaseRecoverDeliveriesRequest();
+    message.webhookId = object.webhookId ?? "";
+    message.since = object.since ?? undefined;
+    return message;
+  },
+};
+
+function createBaseRecoverDeliveriesResponse(): RecoverDeliveriesResponse {
+  return { requeued: 0 };
+}
+
+export const RecoverDeliveriesResponse: MessageFns<RecoverDeliveriesResponse> = {
+  encode(message: RecoverDeliveriesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.requeued !== 0) {
+      writer.uint32(8).int32(message.requeued);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RecoverDeliveriesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRecoverDeliveriesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.requeued = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RecoverDeliveriesResponse>, I>>(base?: I): RecoverDeliveriesResponse {
+    return RecoverDeliveriesResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RecoverDeliveriesResponse>, I>>(object: I): RecoverDeliveriesResponse {
+    const message = createBaseRecoverDeliveriesResponse();
+    message.requeued = object.requeued ?? 0;
+    return message;
+  },
+};
+
 function createBaseValidateUrlRequest(): ValidateUrlRequest {
   return { url: "" };
 }
@@ -1810,6 +2573,37 @@ export const WebhookServiceService = {
     responseDeserialize: (value: Buffer): ListDeliveriesResponse => ListDeliveriesResponse.decode(value),
   },
   /**
+   * Sends the event of one delivery to the webhook again, as a new delivery (a new X-Webhook-Id)
+   * with the webhook's retries. The webhook must be enabled.
+   */
+  resendDelivery: {
+    path: "/webhook.v1.WebhookService/ResendDelivery" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ResendDeliveryRequest): Buffer =>
+      Buffer.from(ResendDeliveryRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ResendDeliveryRequest => ResendDeliveryRequest.decode(value),
+    responseSerialize: (value: ResendDeliveryResponse): Buffer =>
+      Buffer.from(ResendDeliveryResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ResendDeliveryResponse => ResendDeliveryResponse.decode(value),
+  },
+  /**
+   * Queues again, from their first attempt, the webhook's deliveries created at or after `since` that
+   * failed (retries used up, or a final non-2xx answer) or were skipped while it was disabled. The
+   * webhook must be enabled.
+   */
+  recoverDeliveries: {
+    path: "/webhook.v1.WebhookService/RecoverDeliveries" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RecoverDeliveriesRequest): Buffer =>
+      Buffer.from(RecoverDeliveriesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RecoverDeliveriesRequest => RecoverDeliveriesRequest.decode(value),
+    responseSerialize: (value: RecoverDeliveriesResponse): Buffer =>
+      Buffer.from(RecoverDeliveriesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RecoverDeliveriesResponse => RecoverDeliveriesResponse.decode(value),
+  },
+  /**
    * Checks a receiver URL against the same rules as create and delivery (scheme, credentials,
    * private and loopback addresses after DNS resolution).
    */
@@ -1853,6 +2647,17 @@ export interface WebhookServiceServer extends UntypedServiceImplementation {
   testWebhook: handleUnaryCall<TestWebhookRequest, TestWebhookResponse>;
   /** The webhook's most recent delivery attempts, newest first. */
   listDeliveries: handleUnaryCall<ListDeliveriesRequest, ListDeliveriesResponse>;
+  /**
+   * Sends the event of one delivery to the webhook again, as a new delivery (a new X-Webhook-Id)
+   * with the webhook's retries. The webhook must be enabled.
+   */
+  resendDelivery: handleUnaryCall<ResendDeliveryRequest, ResendDeliveryResponse>;
+  /**
+   * Queues again, from their first attempt, the webhook's deliveries created at or after `since` that
+   * failed (retries used up, or a final non-2xx answer) or were skipped while it was disabled. The
+   * webhook must be enabled.
+   */
+  recoverDeliveries: handleUnaryCall<RecoverDeliveriesRequest, RecoverDeliveriesResponse>;
   /**
    * Checks a receiver URL against the same rules as create and delivery (scheme, credentials,
    * private and loopback addresses after DNS resolution).
@@ -1977,6 +2782,45 @@ export interface WebhookServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListDeliveriesResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Sends the event of one delivery to the webhook again, as a new delivery (a new X-Webhook-Id)
+   * with the webhook's retries. The webhook must be enabled.
+   */
+  resendDelivery(
+    request: ResendDeliveryRequest,
+    callback: (error: ServiceError | null, response: ResendDeliveryResponse) => void,
+  ): ClientUnaryCall;
+  resendDelivery(
+    request: ResendDeliveryRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ResendDeliveryResponse) => void,
+  ): ClientUnaryCall;
+  resendDelivery(
+    request: ResendDeliveryRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ResendDeliveryResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Queues again, from their first attempt, the webhook's deliveries created at or after `since` that
+   * failed (retries used up, or a final non-2xx answer) or were skipped while it was disabled. The
+   * webhook must be enabled.
+   */
+  recoverDeliveries(
+    request: RecoverDeliveriesRequest,
+    callback: (error: ServiceError | null, response: RecoverDeliveriesResponse) => void,
+  ): ClientUnaryCall;
+  recoverDeliveries(
+    request: RecoverDeliveriesRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RecoverDeliveriesResponse) => void,
+  ): ClientUnaryCall;
+  recoverDeliveries(
+    request: RecoverDeliveriesRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RecoverDeliveriesResponse) => void,
   ): ClientUnaryCall;
   /**
    * Checks a receiver URL against the same rules as create and delivery (scheme, credentials,

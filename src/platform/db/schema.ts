@@ -86,6 +86,17 @@ export interface WebhooksTable {
   last_triggered_at: NullableTimestamp;
   last_status: number | null;
   failure_count: ColumnType<number, number | undefined, number>;
+  /** The payload format: generic (the seed's), slack, discord, telegram, magic-hour or custom. */
+  kind: ColumnType<string, string | undefined, string>;
+  /** What the kind needs: telegram's chat_id, custom's template. */
+  settings: ColumnType<Record<string, string>, string | undefined, string>;
+  /** seed (X-Webhook-Signature) or standard-webhooks. */
+  signature_scheme: ColumnType<string, string | undefined, string>;
+  /** The secret the last rotation replaced; it signs too until previous_secret_expires_at. */
+  previous_secret: string | null;
+  previous_secret_expires_at: NullableTimestamp;
+  /** seed (1 s, 2 s, 4 s) or extended (about a day). */
+  retry_schedule: ColumnType<string, string | undefined, string>;
 }
 
 export interface WebhookEventsTable {

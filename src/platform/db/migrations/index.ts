@@ -5,6 +5,10 @@ import * as m20261121T020000 from "./2026-11-21T02-00-00_webhooks.js";
 import * as m20261121T030000 from "./2026-11-21T03-00-00_faceswap.js";
 import * as m20261121T040000 from "./2026-11-21T04-00-00_media_probes.js";
 import * as m20261121T050000 from "./2026-11-21T05-00-00_asset_retention.js";
+import * as m20261123T100000 from "./2026-11-23T10-00-00_webhook_kinds.js";
+import * as m20261123T110000 from "./2026-11-23T11-00-00_webhook_signing.js";
+import * as m20261123T120000 from "./2026-11-23T12-00-00_webhook_retry_schedules.js";
+import * as m20261123T130000 from "./2026-11-23T13-00-00_webhook_recover.js";
 
 /** Every migration, by name; names sort in the order they run. Forward-only: there is no down. */
 export const migrations: Record<string, Migration> = {
@@ -14,4 +18,8 @@ export const migrations: Record<string, Migration> = {
   "2026-11-21T03-00-00_faceswap": m20261121T030000,
   "2026-11-21T04-00-00_media_probes": m20261121T040000,
   "2026-11-21T05-00-00_asset_retention": m20261121T050000,
+  "2026-11-23T10-00-00_webhook_kinds": m20261123T100000,
+  "2026-11-23T11-00-00_webhook_signing": m20261123T110000,
+  "2026-11-23T12-00-00_webhook_retry_schedules": m20261123T120000,
+  "2026-11-23T13-00-00_webhook_recover": m20261123T130000,
 };

@@ -1,0 +1,70 @@
+import type { Violations } from "../../platform/errors.js";
+import { checkTemplate, parseTemplate, renderTemplate } from "./custom-template.js";
+import { discordMessage } from "./discord.js";
+import type { EventView } from "./event-summary.js";
+import { magicHourHeaders, magicHourMessage } from "./magic-hour.js";
+import { slackMessage } from "./slack.js";
+import { checkTelegramSettings, telegramMessage } from "./telegram.js";
+
+export const WEBHOOK_KINDS = ["generic", "slack", "discord", "telegram", "magic-hour", "custom"] as const;
+export type WebhookKind = (typeof WEBHOOK_KINDS)[number];
+
+/** The settings each kind takes; any other key is refused. */
+const SETTINGS: Record<WebhookKind, readonly string[]> = {
+  generic: [],
+  slack: [],
+  discord: [],
+  telegram: ["chat_id"],
+  "magic-hour": [],
+  custom: ["template"],
+};
+
+/** Checks a kind and its settings together, naming `kind` or `settings.<key>`. */
+export function checkKind(violations: Violations, kind: string, settings: Record<string, string>): void {
+  if (!(WEBHOOK_KINDS as readonly string[]).includes(kind)) {
+    violations.add("kind", `must be one of ${WEBHOOK_KINDS.join(", ")}`);
+    return;
+  }
+  const allowed = SETTINGS[kind as WebhookKind];
+  for (const key of Object.keys(settings)) {
+    if (!allowed.includes(key)) {
+      violations.add(`settings.${key}`, allowed.length > 0 ? `kind ${kind} takes only ${allowed.join(", ")}` : `kind ${kind} takes no settings`);
+    }
+  }
+  if (kind === "telegram") checkTelegramSettings(violations, settings);
+  if (kind === "custom") checkTemplate(violations, settings.template);
+}
+
+export interface KindPayload {
+  body: string;
+  /** Headers the kind adds to the delivery's own. */
+  headers: Record<string, string>;
+}
+
+/**
+ * The body a receiver of this kind gets for an event. The generic kind sends the stored body
+ * untouched (byte for byte the seed's); the others reshape its parsed form.
+ */
+export function renderKind(
+  webhook: { kind: string; settings: Record<string, string>; secret: string },
+  delivery: { id: string; body: string },
+  sentAt: Date,
+): KindPayload {
+  if (webhook.kind === "generic") return { body: delivery.body, headers: {} };
+  const parsed = JSON.parse(delivery.body) as Omit<EventView, "delivery_id">;
+  const view: EventView = { ...parsed, data: parsed.data ?? {}, delivery_id: delivery.id };
+  switch (webhook.kind as Exclude<WebhookKind, "generic">) {
+    case "slack":
+      return { body: JSON.stringify(slackMessage(view)), headers: {} };
+    case "discord":
+      return { body: JSON.stringify(discordMessage(view)), headers: {} };
+    case "telegram":
+      return { body: JSON.stringify(telegramMessage(view, webhook.settings)), headers: {} };
+    case "magic-hour": {
+      const body = JSON.stringify(magicHourMessage(view));
+      return { body, headers: webhook.secret ? magicHourHeaders(webhook.secret, body, sentAt) : {} };
+    }
+    case "custom":
+      return { body: JSON.stringify(renderTemplate(parseTemplate(webhook.settings.template ?? "null"), view)), headers: {} };
+  }
+}
