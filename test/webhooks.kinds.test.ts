@@ -109,7 +109,7 @@ describe("kinds", () => {
       at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
       id: rendered.headers["x-webhook-id"],
     });
-    // Every kind carries the seed's headers, signed over the bytes it sent.
+    // Every kind carries the X-Webhook-* headers, signed over the bytes it sent.
     for (const s of [slack, discord, telegram, magic, custom]) {
       for (const r of s.receiver.received) expect(r.headers["x-webhook-signature"]).toMatch(/^sha256=[0-9a-f]{64}$/);
     }

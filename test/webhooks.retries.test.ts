@@ -28,7 +28,7 @@ describe("the extended schedule", () => {
     const total = SVIX_GAPS_S.reduce((a, b) => a + b, 0) * 1000;
     expect(total / HOUR).toBeGreaterThan(24);
     expect(total / HOUR).toBeLessThan(28);
-    // The seed's, for comparison: 1 s, 2 s, 4 s, then over.
+    // The default schedule, for comparison: 1 s, 2 s, 4 s, then over.
     expect([1, 2, 3, 4].map((n) => nextAttemptAt("seed", n, { status: 0 }, 1000, now)?.getTime())).toEqual([1000, 2000, 4000, undefined]);
   });
 
@@ -45,7 +45,7 @@ describe("the extended schedule", () => {
     expect(wait(404, "30")).toBeNaN();
   });
 
-  it("keeps a delivery going past the seed's four attempts, at the recorded gaps", async () => {
+  it("keeps a delivery going past the default schedule's four attempts, at the recorded gaps", async () => {
     const r = await receiver();
     r.reply = () => 500;
     const { webhook } = await api().createWebhook({ url: r.url, retrySchedule: "extended" });

@@ -72,7 +72,7 @@ describe("Standard Webhooks", () => {
     expect(() => standardVerify(webhook!.secret, after!)).toThrow(/No matching signature/);
   });
 
-  it("rotates under the seed scheme with X-Webhook-Signature-Previous", async () => {
+  it("rotates under the default 'seed' scheme with X-Webhook-Signature-Previous", async () => {
     const r = await receiver();
     const { webhook } = await api().createWebhook({ url: r.url });
     expect(webhook).toMatchObject({ signatureScheme: "seed" });

@@ -8,7 +8,7 @@ export interface DeliveryRequest {
 }
 
 /**
- * The request one attempt sends: the webhook's kind shapes the body, and the seed's headers (plus
+ * The request one attempt sends: the webhook's kind shapes the body, and the standard X-Webhook-* headers (plus
  * X-Webhook-Id, stable across retries) come with every kind; the webhook's signature scheme signs
  * the bytes sent.
  */

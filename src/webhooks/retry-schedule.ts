@@ -3,7 +3,7 @@ import type { Violations } from "../platform/errors.js";
 export const RETRY_SCHEDULES = ["seed", "extended"] as const;
 
 /**
- * The gap before each retry, in units of the retry base (1 s unless configured). seed: the seed's
+ * The gap before each retry, in units of the retry base (1 s unless configured). seed (the default):
  * 1, 2, 4. extended: Svix's schedule, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h, about 27.6 hours
  * in all, so a receiver down for a day still gets the event.
  */

@@ -5,7 +5,7 @@ import { signBody } from "./signature.js";
 export const SIGNATURE_SCHEMES = ["seed", "standard-webhooks"] as const;
 /** How long a replaced secret keeps signing, so receivers can switch without losing a delivery. */
 export const PREVIOUS_SECRET_TTL_MS = 24 * 60 * 60 * 1000;
-/** The seed scheme's header carrying the replaced secret's signature while it still signs. */
+/** The default ("seed") scheme's header carrying the replaced secret's signature while it still signs. */
 export const PREVIOUS_SIGNATURE_HEADER = "X-Webhook-Signature-Previous";
 const STANDARD_SECRET = /^whsec_((?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?)$/;
 const STANDARD_KEY_BYTES = { min: 24, max: 64 };
@@ -34,7 +34,7 @@ export function checkStandardSecret(violations: Violations, secret: string): voi
   }
 }
 
-/** A new secret in the scheme's format: the seed's whsec_ + 48 hex, or whsec_ + base64 of 24 bytes. */
+/** A new secret in the scheme's format: whsec_ + 48 hex for the default scheme, or whsec_ + base64 of 24 bytes. */
 export function generateSecretFor(scheme: string): string {
   const bytes = randomBytes(24);
   return `whsec_${scheme === "standard-webhooks" ? bytes.toString("base64") : bytes.toString("hex")}`;

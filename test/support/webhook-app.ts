@@ -31,7 +31,7 @@ export function useWebhookApp(env: Record<string, string> = {}) {
       return user!;
     },
     api: () => t!.client(user!.key).webhooks,
-    /** A receiver that answers 200 unless told otherwise; `secret` checks the seed signature. */
+    /** A receiver that answers 200 unless told otherwise; `secret` checks the X-Webhook-Signature header. */
     receiver: async (secret: () => string = () => ""): Promise<Receiver> => {
       const r = await Receiver.start(secret);
       receivers.push(r);

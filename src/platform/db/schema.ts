@@ -86,7 +86,7 @@ export interface WebhooksTable {
   last_triggered_at: NullableTimestamp;
   last_status: number | null;
   failure_count: ColumnType<number, number | undefined, number>;
-  /** The payload format: generic (the seed's), slack, discord, telegram, magic-hour or custom. */
+  /** The payload format: generic (the default), slack, discord, telegram, magic-hour or custom. */
   kind: ColumnType<string, string | undefined, string>;
   /** What the kind needs: telegram's chat_id, custom's template. */
   settings: ColumnType<Record<string, string>, string | undefined, string>;

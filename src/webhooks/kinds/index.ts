@@ -43,7 +43,7 @@ export interface KindPayload {
 
 /**
  * The body a receiver of this kind gets for an event. The generic kind sends the stored body
- * untouched (byte for byte the seed's); the others reshape its parsed form.
+ * untouched (byte for byte what was published); the others reshape its parsed form.
  */
 export function renderKind(
   webhook: { kind: string; settings: Record<string, string>; secret: string },

@@ -2,7 +2,7 @@ import type { Kysely } from "kysely";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function up(db: Kysely<any>): Promise<void> {
-  // How deliveries are signed (the seed's header, or Standard Webhooks), and the secret a rotation
+  // How deliveries are signed (X-Webhook-Signature, or Standard Webhooks), and the secret a rotation
   // replaced, which keeps signing beside the new one until it expires.
   await db.schema
     .alterTable("webhooks")
