@@ -46,16 +46,17 @@ export class TickBatcher<T, R = void> {
 
   /** Queues the item for this tick's batch; resolves with its result once the batch is written. */
   add(item: T): Promise<R> {
-    const entry = { item, ...Promise.withResolvers<R>() };
-    this.queue.push(entry);
-    if (!this.scheduled) {
+    const { promise, resolve, reject } = Promise.withResolvers<R>();
+    this.queue.push({ item, promise, resolve, reject });
+    // Without overlap, a write in progress takes what queued meanwhile when it ends: no tick needed.
+    if (!this.scheduled && (this.overlap || this.writing.size === 0)) {
       this.scheduled = true;
       setImmediate(() => {
         this.scheduled = false;
         this.flush();
       });
     }
-    return entry.promise;
+    return promise;
   }
 
   /** Starts writing what is queued, as far as `overlap` and `ready` allow. */
