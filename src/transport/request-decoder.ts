@@ -21,6 +21,9 @@ const CONTROL_IN_TEXT = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/;
 // eslint-disable-next-line no-control-regex -- finding NUL is the point
 const CONTROL_IN_DATA = /\u0000/;
 
+const WRAPPERS = new Set(
+  ["String", "Bytes", "Bool", "Int32", "UInt32", "Int64", "UInt64", "Float", "Double"].map((t) => `google.protobuf.${t}Value`),
+);
 const INT64_TYPES = new Set([ScalarType.INT64, ScalarType.UINT64, ScalarType.SINT64, ScalarType.FIXED64, ScalarType.SFIXED64]);
 const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 
@@ -69,7 +72,8 @@ function checkMessage(message: ReflectMessage, path: string, depth: number, viol
   const next = nests ? depth + 1 : depth;
   for (const field of desc.fields) {
     if (!message.isSet(field)) continue;
-    const at = fieldPath(path, field, data);
+    // A wrapper's `value` is the field itself to the caller (`namespace.name`, not `namespace.name.value`).
+    const at = data || WRAPPERS.has(desc.typeName) ? path : fieldPath(path, field);
     switch (field.fieldKind) {
       case "scalar":
         checkScalar(field.scalar, message.get(field), at, data, violations);
@@ -102,9 +106,8 @@ function checkMessage(message: ReflectMessage, path: string, depth: number, viol
   }
 }
 
-/** Proto names joined by dots; inside a Struct, JSON keys and indexes (`data["a"][2]`) instead. */
-function fieldPath(path: string, field: DescField, data: boolean): string {
-  if (data) return path;
+/** Proto names joined by dots (inside a Struct the map entries add JSON keys and indexes instead: `data["a"][2]`). */
+function fieldPath(path: string, field: DescField): string {
   return path ? `${path}.${field.name}` : field.name;
 }
 
