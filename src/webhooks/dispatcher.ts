@@ -7,7 +7,7 @@ import { TickBatcher } from "../platform/tick-batcher.js";
 import { Wakeup } from "../platform/wakeup.js";
 import { deliveryRequest } from "./delivery-request.js";
 import type { WebhookHttpClient } from "./outbound.js";
-import { nextAttemptAt } from "./retry-schedule.js";
+import { nextAttemptAt, stateAfter } from "./retry-schedule.js";
 import * as repo from "./repository.js";
 import type { ClaimedDelivery } from "./repository.js";
 
@@ -121,6 +121,7 @@ export class Dispatcher {
       error: result.error ?? "",
       responseBody: result.responseBody,
       retryAt,
+      state: stateAfter(result.status, retryAt),
       // A test delivery neither counts toward nor resets the failure count.
       final: delivery.retries && !retryAt,
     });

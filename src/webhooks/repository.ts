@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { sql } from "kysely";
 import type { Db } from "../platform/db/database.js";
-import type { WebhookAttemptRow, WebhookRow } from "../platform/db/schema.js";
+import type { DeliveryState, WebhookAttemptRow, WebhookRow } from "../platform/db/schema.js";
 
 export async function insertWebhook(
   db: Db,
@@ -249,14 +249,15 @@ export interface AttemptOutcome {
   responseBody: string;
   /** Set when the delivery will be tried again. */
   retryAt: Date | undefined;
+  /** Where the attempt leaves the delivery (pending when retryAt is set). */
+  state: DeliveryState;
   /** The delivery is over: a success, a final status, or the last attempt. */
   final: boolean;
 }
 
 /**
  * Records attempts and their consequences in one statement, so atomically and in one round trip
- * however many finished together: the history rows; each delivery's state (a 3xx or 4xx is
- * "delivered" without success; a 5xx or network failure after the last retry is "failed"); and each
+ * however many finished together: the history rows; each delivery's state, as the outcome says; and each
  * webhook's counters, applied in the order the attempts finished: last_triggered_at and last_status
  * on every attempt, failure_count reset by a success and raised by a failed delivery, and
  * auto-disabling at `disableAt` failures. Returns the webhooks these attempts disabled.
@@ -269,9 +270,10 @@ export async function recordAttempts(db: Db, outcomes: AttemptOutcome[], disable
         ${column((o) => o.deliveryId)}::uuid[], ${column((o) => o.webhookId)}::uuid[],
         ${column((o) => o.attempt)}::int[], ${column((o) => o.status)}::int[], ${column((o) => o.success)}::bool[],
         ${column((o) => o.latencyMs)}::int[], ${column((o) => o.error)}::text[], ${column((o) => o.responseBody)}::text[],
-        ${column((o) => o.retryAt?.toISOString() ?? null)}::timestamptz[], ${column((o) => o.final)}::bool[]
+        ${column((o) => o.retryAt?.toISOString() ?? null)}::timestamptz[], ${column((o) => o.state)}::text[],
+        ${column((o) => o.final)}::bool[]
       ) with ordinality as t(delivery_id, webhook_id, attempt, status, success, latency_ms, error, response_body,
-                             retry_at, final, seq)
+                             retry_at, state, final, seq)
       -- A webhook deleted while its attempt was in flight took its deliveries along: drop those
       -- outcomes rather than fail the batch on the foreign key.
       where exists (select 1 from webhook_deliveries d where d.id = t.delivery_id)
@@ -281,9 +283,7 @@ export async function recordAttempts(db: Db, outcomes: AttemptOutcome[], disable
       select delivery_id, webhook_id, attempt, status, success, latency_ms, error, response_body, retry_at from o
     ), deliveries as (
       update webhook_deliveries d
-      set next_attempt_at = coalesce(o.retry_at, d.next_attempt_at), locked_until = null,
-          state = case when o.retry_at is not null then 'pending'
-                       when o.status <> 0 and o.status < 500 then 'delivered' else 'failed' end
+      set next_attempt_at = coalesce(o.retry_at, d.next_attempt_at), locked_until = null, state = o.state
       from o where d.id = o.delivery_id
     ), per_webhook as (
       -- In finishing order: the last status, and the final failures since the last final success.
