@@ -124,10 +124,22 @@ export interface NewEvent {
   name: string;
   body: string;
   occurredAt: Date;
+  /** A PublishEvent idempotency key; undefined for none. */
+  idempotencyKey?: string;
 }
 
+export interface StoredEvent {
+  eventId: string;
+  deliveries: number;
+  /** The idempotency key was claimed already: eventId is the first event's and nothing was queued. */
+  replayed: boolean;
+}
+
+/** How long an idempotency key holds its event. */
+export const PUBLISH_KEY_TTL_MS = 24 * 60 * 60 * 1000;
+
 /** Stores the event and one pending delivery per enabled subscriber, in one statement. */
-export async function insertEventWithDeliveries(db: Db, event: NewEvent): Promise<{ eventId: string; deliveries: number }> {
+export async function insertEventWithDeliveries(db: Db, event: NewEvent): Promise<StoredEvent> {
   const [result] = await insertEventsWithDeliveries(db, [event]);
   return result!;
 }
@@ -135,30 +147,64 @@ export async function insertEventWithDeliveries(db: Db, event: NewEvent): Promis
 /**
  * Stores events and one pending delivery per enabled subscriber of each, in one statement: one
  * round trip and one commit (a WAL flush) however many events. Results are in the order given.
+ *
+ * An event with an idempotency key first claims the key (the account's first event with it in the
+ * batch does); a live claim, made earlier here or committed meanwhile by another replica, wins, and
+ * the event is then neither stored nor fanned out. The claim is an upsert on the key's primary key,
+ * which waits for a concurrent claim to commit and then returns that claim's event: no read-then-write.
  */
-export async function insertEventsWithDeliveries(
-  db: Db,
-  events: NewEvent[],
-): Promise<{ eventId: string; deliveries: number }[]> {
+export async function insertEventsWithDeliveries(db: Db, events: NewEvent[]): Promise<StoredEvent[]> {
   // Ids made here tie each event to its result, which the rows an insert returns do not.
   const ids = events.map(() => randomUUID());
-  const { rows } = await sql<{ event_id: string; deliveries: number }>`
-    with ev as (
-      insert into webhook_events (id, account_id, name, body, occurred_at)
+  const { rows } = await sql<{ event_id: string; deliveries: number; replayed: boolean }>`
+    with input as (
       select * from unnest(
         ${ids}::uuid[], ${events.map((e) => e.accountId)}::uuid[], ${events.map((e) => e.name)}::text[],
-        ${events.map((e) => e.body)}::text[], ${events.map((e) => e.occurredAt.toISOString())}::timestamptz[]
-      )
+        ${events.map((e) => e.body)}::text[], ${events.map((e) => e.occurredAt.toISOString())}::timestamptz[],
+        ${events.map((e) => e.idempotencyKey ?? null)}::text[]
+      ) with ordinality as t(id, account_id, name, body, occurred_at, key, seq)
+    ), claims as (
+      insert into webhook_publish_keys as k (account_id, key, event_id)
+      select distinct on (account_id, key) account_id, key, id from input where key is not null
+      order by account_id, key, seq
+      -- An expired claim not yet pruned is taken over; a live one stays (the no-op update returns it).
+      on conflict (account_id, key) do update
+        set event_id = case when k.created_at > now() - make_interval(secs => ${PUBLISH_KEY_TTL_MS / 1000})
+                            then k.event_id else excluded.event_id end,
+            created_at = case when k.created_at > now() - make_interval(secs => ${PUBLISH_KEY_TTL_MS / 1000})
+                              then k.created_at else now() end
+      returning account_id, key, event_id
+    ), fresh as (
+      select i.* from input i
+      where i.key is null or exists (select 1 from claims c where c.event_id = i.id)
+    ), ev as (
+      insert into webhook_events (id, account_id, name, body, occurred_at)
+      select id, account_id, name, body, occurred_at from fresh
       returning id, account_id, name
     ), queued as (
       insert into webhook_deliveries (event_id, webhook_id)
       select ev.id, w.id from ev join webhooks w
         on w.account_id = ev.account_id and w.enabled and w.events && array['*', ev.name]::text[]
       returning event_id
+    ), counts as (
+      select event_id, count(*)::int as deliveries from queued group by event_id
     )
-    select event_id, count(*)::int as deliveries from queued group by event_id`.execute(db);
-  const deliveries = new Map(rows.map((r) => [r.event_id, r.deliveries]));
-  return ids.map((eventId) => ({ eventId, deliveries: deliveries.get(eventId) ?? 0 }));
+    select coalesce(c.event_id, i.id) as event_id, coalesce(n.deliveries, 0) as deliveries,
+           coalesce(c.event_id <> i.id, false) as replayed
+    from input i
+    left join claims c on c.account_id = i.account_id and c.key = i.key
+    left join counts n on n.event_id = i.id
+    order by i.seq`.execute(db);
+  return rows.map((r) => ({ eventId: r.event_id, deliveries: r.deliveries, replayed: r.replayed }));
+}
+
+/** Forgets idempotency keys older than their 24 hours; returns how many went. */
+export async function pruneExpiredPublishKeys(db: Db): Promise<number> {
+  const { numDeletedRows } = await db
+    .deleteFrom("webhook_publish_keys")
+    .where("created_at", "<=", sql<Date>`now() - make_interval(secs => ${PUBLISH_KEY_TTL_MS / 1000})`)
+    .executeTakeFirst();
+  return Number(numDeletedRows);
 }
 
 /**

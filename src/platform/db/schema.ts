@@ -108,6 +108,14 @@ export interface WebhookEventsTable {
   occurred_at: Date;
 }
 
+/** A PublishEvent idempotency key and the event that claimed it; it lives 24 hours. */
+export interface WebhookPublishKeysTable {
+  account_id: string;
+  key: string;
+  event_id: string;
+  created_at: Timestamp;
+}
+
 export type DeliveryState = "pending" | "delivered" | "failed" | "skipped";
 
 export interface WebhookDeliveriesTable {
@@ -219,6 +227,7 @@ export interface Database {
   webhook_events: WebhookEventsTable;
   webhook_deliveries: WebhookDeliveriesTable;
   webhook_attempts: WebhookAttemptsTable;
+  webhook_publish_keys: WebhookPublishKeysTable;
   faceswap_jobs: FaceswapJobsTable;
   credit_ledger: CreditLedgerTable;
   service_secrets: ServiceSecretsTable;
