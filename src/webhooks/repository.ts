@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { sql } from "kysely";
 import type { Db } from "../platform/db/database.js";
-import type { DeliveryState, WebhookAttemptRow, WebhookRow } from "../platform/db/schema.js";
+import type { DeliveryState, DisabledReason, WebhookAttemptRow, WebhookRow } from "../platform/db/schema.js";
 
 export async function insertWebhook(
   db: Db,
@@ -66,7 +66,8 @@ export interface WebhookPatch {
 }
 
 /**
- * Applies the patch; turning a disabled webhook back on resets its failure count, and a new secret
+ * Applies the patch; turning a disabled webhook back on resets its failure count and clears why it
+ * was off, turning it off records "manual" and the time, and a new secret
  * keeps the one it replaces signing for `previousSecretTtlMs`.
  */
 export async function updateWebhook(
@@ -100,7 +101,17 @@ export async function updateWebhook(
       ...(patch.signatureScheme !== undefined ? { signature_scheme: patch.signatureScheme } : {}),
       ...(patch.retrySchedule !== undefined ? { retry_schedule: patch.retrySchedule } : {}),
       ...(patch.enabled === true
-        ? { failure_count: eb.case().when("enabled", "=", false).then(0).else(eb.ref("failure_count")).end() }
+        ? {
+            failure_count: eb.case().when("enabled", "=", false).then(0).else(eb.ref("failure_count")).end(),
+            disabled_reason: null,
+            disabled_at: null,
+          }
+        : {}),
+      ...(patch.enabled === false
+        ? {
+            disabled_reason: eb.case().when("enabled", "=", true).then(sql<DisabledReason>`'manual'`).else(eb.ref("disabled_reason")).end(),
+            disabled_at: eb.case().when("enabled", "=", true).then(sql<Date>`now()`).else(eb.ref("disabled_at")).end(),
+          }
         : {}),
     }))
     .where("id", "=", id)
@@ -299,6 +310,20 @@ export interface AttemptOutcome {
   state: DeliveryState;
   /** The delivery is over: a success, a final status, or the last attempt. */
   final: boolean;
+  /** The receiver answered 410 Gone to a real delivery: the webhook is disabled at once. */
+  gone: boolean;
+}
+
+/** A webhook that recorded attempts just disabled, as its notice to the account's other webhooks needs it. */
+export interface DisabledWebhook {
+  id: string;
+  account_id: string;
+  url: string;
+  description: string;
+  disabled_reason: DisabledReason;
+  disabled_at: Date;
+  failure_count: number;
+  last_status: number;
 }
 
 /**
@@ -306,20 +331,25 @@ export interface AttemptOutcome {
  * however many finished together: the history rows; each delivery's state, as the outcome says; and each
  * webhook's counters, applied in the order the attempts finished: last_triggered_at and last_status
  * on every attempt, failure_count reset by a success and raised by a failed delivery, and
- * auto-disabling at `disableAt` failures. Returns the webhooks these attempts disabled.
+ * auto-disabling, with its reason and time, at `disableAt` failures or on 410 Gone. Returns the
+ * webhooks these attempts disabled.
  */
-export async function recordAttempts(db: Db, outcomes: AttemptOutcome[], disableAt: number): Promise<string[]> {
+export async function recordAttempts(db: Db, outcomes: AttemptOutcome[], disableAt: number): Promise<DisabledWebhook[]> {
   const column = <T>(pick: (o: AttemptOutcome) => T) => outcomes.map(pick);
-  const { rows } = await sql<{ id: string; disabled: boolean }>`
+  // The counters build on w, the row as locked (another replica may have just changed it), not on
+  // the statement's snapshot.
+  const failures = sql`case when e.last_success is not null then 0 else w.failure_count end + e.new_failures`;
+  const turnsOff = sql`w.enabled and (e.gone or (e.any_final and ${failures} >= ${disableAt}))`;
+  const { rows } = await sql<DisabledWebhook & { disabled: boolean }>`
     with o as (
       select * from unnest(
         ${column((o) => o.deliveryId)}::uuid[], ${column((o) => o.webhookId)}::uuid[],
         ${column((o) => o.attempt)}::int[], ${column((o) => o.status)}::int[], ${column((o) => o.success)}::bool[],
         ${column((o) => o.latencyMs)}::int[], ${column((o) => o.error)}::text[], ${column((o) => o.responseBody)}::text[],
         ${column((o) => o.retryAt?.toISOString() ?? null)}::timestamptz[], ${column((o) => o.state)}::text[],
-        ${column((o) => o.final)}::bool[]
+        ${column((o) => o.final)}::bool[], ${column((o) => o.gone)}::bool[]
       ) with ordinality as t(delivery_id, webhook_id, attempt, status, success, latency_ms, error, response_body,
-                             retry_at, state, final, seq)
+                             retry_at, state, final, gone, seq)
       -- A webhook deleted while its attempt was in flight took its deliveries along: drop those
       -- outcomes rather than fail the batch on the foreign key.
       where exists (select 1 from webhook_deliveries d where d.id = t.delivery_id)
@@ -334,7 +364,8 @@ export async function recordAttempts(db: Db, outcomes: AttemptOutcome[], disable
     ), per_webhook as (
       -- In finishing order: the last status, and the final failures since the last final success.
       select webhook_id, (array_agg(status order by seq desc))[1] as last_status,
-             max(seq) filter (where final and success) as last_success, bool_or(final) as any_final
+             max(seq) filter (where final and success) as last_success, bool_or(final) as any_final,
+             bool_or(gone) as gone
       from o group by webhook_id
     ), effect as (
       select p.*, b.enabled as was_enabled,
@@ -342,17 +373,17 @@ export async function recordAttempts(db: Db, outcomes: AttemptOutcome[], disable
               and (p.last_success is null or o.seq > p.last_success)) as new_failures
       from per_webhook p join webhooks b on b.id = p.webhook_id
     )
-    -- The counters build on w, the row as locked (another replica may have just changed it), not
-    -- on the statement's snapshot.
     update webhooks w
     set last_triggered_at = now(), last_status = e.last_status,
-        failure_count = case when e.last_success is not null then 0 else w.failure_count end + e.new_failures,
-        enabled = w.enabled and not (e.any_final and
-          case when e.last_success is not null then 0 else w.failure_count end + e.new_failures >= ${disableAt})
+        failure_count = ${failures},
+        disabled_reason = case when ${turnsOff} then case when e.gone then 'gone' else 'failures' end else w.disabled_reason end,
+        disabled_at = case when ${turnsOff} then now() else w.disabled_at end,
+        enabled = w.enabled and not (${turnsOff})
     from effect e
     where w.id = e.webhook_id
-    returning w.id, e.was_enabled and not w.enabled as disabled`.execute(db);
-  return rows.filter((r) => r.disabled).map((r) => r.id);
+    returning w.id, w.account_id, w.url, w.description, w.disabled_reason, w.disabled_at, w.failure_count, w.last_status,
+              e.was_enabled and not w.enabled as disabled`.execute(db);
+  return rows.filter((r) => r.disabled).map(({ disabled: _, ...webhook }) => webhook);
 }
 
 /** Queues the event of one of the webhook's deliveries again, as a new delivery; undefined when it has no such delivery. */
@@ -383,18 +414,6 @@ export async function requeueFailedDeliveries(db: Db, webhookId: string, since: 
            or (d.state = 'delivered' and not (
              select a.success from webhook_attempts a where a.delivery_id = d.id order by a.created_at desc limit 1)))`.execute(db);
   return Number(numAffectedRows ?? 0);
-}
-
-/** Turns a webhook off at once; true when it was on. */
-export async function disableWebhook(db: Db, webhookId: string): Promise<boolean> {
-  const row = await db
-    .updateTable("webhooks")
-    .set({ enabled: false })
-    .where("id", "=", webhookId)
-    .where("enabled", "=", true)
-    .returning("id")
-    .executeTakeFirst();
-  return row !== undefined;
 }
 
 /** A delivery whose webhook was disabled before its turn is dropped, not sent. */

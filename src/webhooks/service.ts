@@ -5,7 +5,7 @@ import type { WebhookRow } from "../platform/db/schema.js";
 import { Code, failedPrecondition, invalidArgument, notFound, permissionDenied, RpcError, Violations } from "../platform/errors.js";
 import { isUuid } from "../platform/ids.js";
 import type { Dispatcher } from "./dispatcher.js";
-import { EVENT_NAME } from "./events.js";
+import { EVENT_NAME, eventBody } from "./events.js";
 import { checkKind } from "./kinds/index.js";
 import { checkRetrySchedule } from "./retry-schedule.js";
 import * as repo from "./repository.js";
@@ -261,11 +261,6 @@ export class WebhookService {
       throw invalidArgument([{ field: "url", description }], verdict.reason.toUpperCase());
     }
   }
-}
-
-/** The body every receiver gets: the exact bytes that are signed. */
-function eventBody(event: string, occurredAt: Date, data: Record<string, unknown>): string {
-  return JSON.stringify({ event, timestamp: occurredAt.toISOString(), data });
 }
 
 /**

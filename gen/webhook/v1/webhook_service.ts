@@ -72,6 +72,15 @@ export interface Webhook {
    * 410 Gone disables the webhook.
    */
   retrySchedule: string;
+  /**
+   * Why the webhook is disabled: failures (10 failed deliveries in a row), gone (the receiver
+   * answered 410 Gone) or manual (turned off by a person); empty while enabled, and for webhooks
+   * disabled before reasons were recorded. An automatic disable sends a webhook.disabled event to
+   * the account's other webhooks that subscribe to it.
+   */
+  disabledReason: string;
+  /** Since when it is disabled; unset while enabled. */
+  disabledAt: Date | undefined;
 }
 
 export interface Webhook_SettingsEntry {
@@ -285,6 +294,8 @@ function createBaseWebhook(): Webhook {
     signatureScheme: "",
     previousSecretExpiresAt: undefined,
     retrySchedule: "",
+    disabledReason: "",
+    disabledAt: undefined,
   };
 }
 
@@ -337,6 +348,12 @@ export const Webhook: MessageFns<Webhook> = {
     }
     if (message.retrySchedule !== "") {
       writer.uint32(130).string(message.retrySchedule);
+    }
+    if (message.disabledReason !== "") {
+      writer.uint32(138).string(message.disabledReason);
+    }
+    if (message.disabledAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.disabledAt), writer.uint32(146).fork()).join();
     }
     return writer;
   },
@@ -485,6 +502,22 @@ export const Webhook: MessageFns<Webhook> = {
             message.retrySchedule = reader.string();
             continue;
           }
+          case 17: {
+            if (tag !== 138) {
+              break;
+            }
+
+            message.disabledReason = reader.string();
+            continue;
+          }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.disabledAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -526,6 +559,8 @@ export const Webhook: MessageFns<Webhook> = {
     message.signatureScheme = object.signatureScheme ?? "";
     message.previousSecretExpiresAt = object.previousSecretExpiresAt ?? undefined;
     message.retrySchedule = object.retrySchedule ?? "";
+    message.disabledReason = object.disabledReason ?? "";
+    message.disabledAt = object.disabledAt ?? undefined;
     return message;
   },
 };

@@ -97,7 +97,14 @@ export interface WebhooksTable {
   previous_secret_expires_at: NullableTimestamp;
   /** seed (1 s, 2 s, 4 s) or extended (about a day). */
   retry_schedule: ColumnType<string, string | undefined, string>;
+  /** Why the webhook is disabled; null while enabled. */
+  disabled_reason: ColumnType<DisabledReason | null, DisabledReason | null | undefined, DisabledReason | null>;
+  /** Since when it is disabled; null while enabled. */
+  disabled_at: NullableTimestamp;
 }
+
+/** failures: 10 failed deliveries in a row; gone: the receiver answered 410 Gone; manual: a person turned it off. */
+export type DisabledReason = "failures" | "gone" | "manual";
 
 export interface WebhookEventsTable {
   id: Generated<string>;
