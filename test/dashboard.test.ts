@@ -17,10 +17,11 @@ let page: Page;
 let receiver: Receiver;
 let secret = "";
 let key = "";
+let accountId = "";
 
 beforeAll(async () => {
   t = await startTestApp(await createTestDatabase());
-  key = (await createAccountWithKey(t, ["webhooks"])).key;
+  ({ key, accountId } = await createAccountWithKey(t, ["webhooks"]));
   receiver = await Receiver.start(() => secret);
   browser = await chromium.launch({
     executablePath: CHROMIUM,
@@ -174,6 +175,32 @@ describe("/dashboard/webhooks in a real browser", () => {
     // Only test deliveries failed here, and those are never recovered.
     await expect.poll(() => page.textContent("#recover-result")).toBe("0 deliveries queued again");
     await page.screenshot({ path: path.join(ARTIFACTS, "dashboard-webhooks-history.png"), fullPage: true });
+  });
+
+  it("shows why and since when a webhook was disabled, and clears it when enabled again", async () => {
+    const gone = await Receiver.start(() => "");
+    try {
+      gone.reply = () => 410;
+      const { webhook } = await t.client(key).webhooks.createWebhook({ url: gone.url, events: ["request.failed"], description: "old receiver" });
+      await t.admin.webhooks.publishEvent({ event: "request.failed", data: {}, accountId });
+      await expect.poll(async () => (await t.client(key).webhooks.getWebhook({ webhookId: webhook!.id })).webhook!.enabled).toBe(false);
+      await page.reload();
+      const row = page.locator(`#webhooks tr[data-id="${webhook!.id}"]`);
+      await expect.poll(() => row.locator(".status").textContent()).toBe("inactive");
+      const why = await row.locator(".disabled-why").textContent();
+      expect(why).toMatch(/^Disabled automatically: the receiver answered 410 Gone, since \S/);
+      await fs.mkdir(ARTIFACTS, { recursive: true });
+      await page.screenshot({ path: path.join(ARTIFACTS, "dashboard-webhooks-disabled.png"), fullPage: true });
+
+      await row.locator("button.toggle").click();
+      // Enabled again; errored, as its last answer was the 410.
+      await expect.poll(() => row.locator(".status").textContent()).toBe("errored");
+      expect(await row.locator(".disabled-why").count()).toBe(0);
+      await row.locator("button.toggle").click();
+      await expect.poll(() => row.locator(".disabled-why").textContent()).toMatch(/^Disabled by hand, since \S/);
+    } finally {
+      await gone.stop();
+    }
   });
 
   it("logs out", async () => {

@@ -248,8 +248,9 @@ describe("webhook delivery across processes", () => {
     async () => {
       const databaseUrl = await createTestDatabase();
       const db = sql(databaseUrl);
-      const one = await startService(databaseUrl);
-      const two = await startService(databaseUrl);
+      // Successful attempts are logged at debug: which replica sent what is read from them.
+      const one = await startService(databaseUrl, { LOG_LEVEL: "debug" });
+      const two = await startService(databaseUrl, { LOG_LEVEL: "debug" });
       const key = await accountKey(one.admin);
       const apis = [client(one.grpcAddress, key), client(two.grpcAddress, key)];
 

@@ -54,6 +54,7 @@ const SAMPLES: Record<string, Record<string, unknown>> = {
   "video.started": { id: "j-1", type: "FACE_SWAP", name: "Holiday clip", status: "rendering", credits_charged: 450, frames_rendered: 0, error: null },
   "video.completed": { id: "j-1", type: "FACE_SWAP", name: "Holiday clip", status: "complete", credits_charged: 300, frames_rendered: 300, error: null },
   "video.errored": { id: "j-2", type: "FACE_SWAP", name: "", status: "error", credits_charged: 0, frames_rendered: 12, error: { code: "unknown_error", message: "no face found" } },
+  "webhook.disabled": { webhook_id: "w-9", description: "billing <alerts> @here", host: "hooks.example.com", reason: "failures", failure_count: 10, last_status: 503, disabled_at: "2026-11-23T11:00:00.000Z" },
   "billing.huge_event": Object.fromEntries([["summary", LONG], ...Array.from({ length: 40 }, (_, i) => [`field_${i}`, `${"v".repeat(1500)}😀`])]),
 };
 
@@ -93,6 +94,10 @@ describe("kinds", () => {
     const embed = (byEvent(discord, "video.errored").body as never as { embeds: { description: string }[]; allowed_mentions: unknown });
     expect(embed.embeds[0]!.description).toBe("Face swap j-2 failed: no face found; its credits were refunded");
     expect(embed.allowed_mentions).toEqual({ parse: [] });
+    const disabledEmbed = byEvent(discord, "webhook.disabled").body as never as { embeds: { description: string }[] };
+    expect(disabledEmbed.embeds[0]!.description).toBe(
+      'Webhook "billing <alerts> @here" to hooks.example.com was disabled: 10 failed deliveries in a row (last status 503); enable it again once the receiver is fixed',
+    );
     const tgMessage = byEvent(telegram, "video.completed");
     expect(tgMessage.path).toBe("/hook/bot123:abc/sendMessage");
     expect(tgMessage.body).toMatchObject({ chat_id: -1001234567890 });

@@ -86,6 +86,36 @@ describe("for every schedule", () => {
     expect(delivered).toMatchObject({ status: 200, success: true });
   });
 
+  it.each([
+    ["429", 429],
+    ["503", 503],
+    ["a network failure", 0],
+  ])("%s until the retries run out ends failed and counts toward auto-disable", async (_label, status) => {
+    const r = await receiver();
+    r.reply = () => status;
+    // Nothing listens on port 9 (discard): a refused connection, status 0.
+    const { webhook } = await api().createWebhook({ url: status === 0 ? "http://127.0.0.1:9/closed" : r.url });
+    // One failure short of the threshold: this delivery's failure must be the one that disables.
+    await bed.t.app.db.updateTable("webhooks").set({ failure_count: 9 }).where("id", "=", webhook!.id).execute();
+    await api().publishEvent({ event: "request.completed", data: {} });
+    await until(async () => (await attemptsOf(webhook!.id)).length === 4, 10_000, "four attempts recorded");
+    expect((await attemptsOf(webhook!.id)).map((a) => [a.status, a.success])).toEqual(Array(4).fill([status, false]));
+    const delivery = await bed.t.app.db.selectFrom("webhook_deliveries").selectAll().where("webhook_id", "=", webhook!.id).executeTakeFirstOrThrow();
+    expect(delivery).toMatchObject({ state: "failed", attempts: 4 });
+    expect((await api().getWebhook({ webhookId: webhook!.id })).webhook).toMatchObject({ enabled: false, failureCount: 10, lastStatus: status });
+  });
+
+  it("a final 4xx ends delivered with success false, and counts as a failure too", async () => {
+    const r = await receiver();
+    r.reply = () => 404;
+    const { webhook } = await api().createWebhook({ url: r.url });
+    await api().publishEvent({ event: "request.completed", data: {} });
+    await until(async () => (await attemptsOf(webhook!.id)).length === 1);
+    await until(async () => (await api().getWebhook({ webhookId: webhook!.id })).webhook!.failureCount === 1, 5_000, "failure counted");
+    const delivery = await bed.t.app.db.selectFrom("webhook_deliveries").selectAll().where("webhook_id", "=", webhook!.id).executeTakeFirstOrThrow();
+    expect(delivery).toMatchObject({ state: "delivered", attempts: 1 });
+  });
+
   it("a 503 with an HTTP-date Retry-After waits until then", async () => {
     const r = await receiver();
     r.reply = () => (r.received.length === 1 ? { status: 503, headers: { "retry-after": new Date(Date.now() + 3_000).toUTCString() } } : 200);

@@ -36,6 +36,7 @@ export function dashboardPage(options: {
   td.actions button { margin: 0 4px 4px 0; }
   .dot { display: inline-block; width: 10px; height: 10px; border-radius: 50%; margin-right: 6px; }
   .active { background: #1f883d; } .inactive { background: #8c959f; } .errored { background: #cf222e; }
+  .disabled-why { margin-top: 2px; }
   .error { color: #cf222e; } .ok { color: #1f883d; } .muted { color: #656d76; }
   form.inline { display: flex; gap: 8px; align-items: center; margin-bottom: 12px; font-size: 13px; }
   form.inline label { margin: 0; font-weight: normal; }
@@ -226,6 +227,18 @@ async function load() {
   }
 }
 
+const DISABLED_REASONS = {
+  failures: "Disabled automatically after 10 failed deliveries in a row",
+  gone: "Disabled automatically: the receiver answered 410 Gone",
+  manual: "Disabled by hand",
+};
+
+/** Why and since when a disabled webhook is off, for whoever has to turn it back on. */
+function disabledWhy(webhook) {
+  const why = DISABLED_REASONS[webhook.disabled_reason] || "Disabled";
+  return webhook.disabled_at ? why + ", since " + new Date(webhook.disabled_at).toLocaleString() : why;
+}
+
 function render(webhooks) {
   const rows = webhooks.map((webhook) => {
     const shown = testResults.get(webhook.id);
@@ -255,6 +268,7 @@ function render(webhooks) {
       el("td", {}, el("div", {}, el("span", { textContent: webhook.url, className: "url" }), el("span", { textContent: webhook.kind, className: "kind" }),
           webhook.signature_scheme === "seed" ? "" : el("span", { textContent: webhook.signature_scheme, className: "kind scheme" }),
           webhook.retry_schedule === "seed" ? "" : el("span", { textContent: webhook.retry_schedule + " retries", className: "kind schedule" })),
+        webhook.enabled ? "" : el("div", { className: "disabled-why" + (webhook.disabled_reason === "manual" ? " muted" : " error"), textContent: disabledWhy(webhook) }),
         webhook.previous_secret_expires_at
           ? el("div", { className: "muted rotation", textContent: "previous secret signs until " + new Date(webhook.previous_secret_expires_at).toLocaleString() })
           : "",

@@ -12,7 +12,13 @@ export const EVENT_CATALOG = [
   { name: "video.started", description: "a face swap job started rendering" },
   { name: "video.completed", description: "a face swap job completed; its outputs are downloadable" },
   { name: "video.errored", description: "a face swap job failed; its credits were refunded" },
+  { name: "webhook.disabled", description: "one of the account's webhooks was disabled automatically" },
 ] as const;
 
 /** `*`, or lowercase dotted words such as `request.completed`. */
 export const EVENT_NAME = /^(\*|[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+)$/;
+
+/** The body every receiver gets: the exact bytes that are signed. */
+export function eventBody(event: string, occurredAt: Date, data: Record<string, unknown>): string {
+  return JSON.stringify({ event, timestamp: occurredAt.toISOString(), data });
+}

@@ -62,6 +62,8 @@ function toWebhook(row: WebhookRow, { masked = false } = {}): Webhook {
     signatureScheme: row.signature_scheme,
     retrySchedule: row.retry_schedule,
     previousSecretExpiresAt: livePreviousSecret(row, new Date()) ? row.previous_secret_expires_at! : undefined,
+    disabledReason: row.disabled_reason ?? "",
+    disabledAt: row.disabled_at ?? undefined,
   };
 }
 

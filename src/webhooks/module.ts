@@ -5,13 +5,17 @@ import { dashboardRoutes } from "./dashboard.js";
 import { Dispatcher } from "./dispatcher.js";
 import { webhookService } from "./handlers.js";
 import { WebhookHttpClient } from "./outbound.js";
+import { PublishKeyExpiry } from "./publish-key-expiry.js";
 import { WebhookService } from "./service.js";
 
 export interface WebhooksModule extends Capability {
   service: WebhookService;
 }
 
-/** Webhook subscriptions, publishing and the dashboard; start() runs the dispatcher, stop() lets its attempts finish. */
+/**
+ * Webhook subscriptions, publishing and the dashboard; start() runs the dispatcher and the key
+ * expiry, stop() lets the dispatcher's attempts finish.
+ */
 export function webhooksModule(platform: Platform, authenticate: Authenticator): WebhooksModule {
   const { config, db, notifications, logger, metrics, guard } = platform;
   const dispatcher = new Dispatcher({
@@ -23,11 +27,18 @@ export function webhooksModule(platform: Platform, authenticate: Authenticator):
     settings: config.webhooks,
   });
   const service = new WebhookService(db, guard, dispatcher);
+  const publishKeys = new PublishKeyExpiry(db, logger);
   return {
     service,
     services: [webhookService(service)],
     routes: [dashboardRoutes(authenticate)],
-    start: () => dispatcher.start(),
-    stop: () => dispatcher.stop(),
+    start: () => {
+      dispatcher.start();
+      publishKeys.start();
+    },
+    stop: async () => {
+      await publishKeys.stop();
+      await dispatcher.stop();
+    },
   };
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { sql } from "kysely";
 import type { Db } from "../platform/db/database.js";
-import type { WebhookAttemptRow, WebhookRow } from "../platform/db/schema.js";
+import type { DeliveryState, DisabledReason, WebhookAttemptRow, WebhookRow } from "../platform/db/schema.js";
 
 export async function insertWebhook(
   db: Db,
@@ -66,7 +66,8 @@ export interface WebhookPatch {
 }
 
 /**
- * Applies the patch; turning a disabled webhook back on resets its failure count, and a new secret
+ * Applies the patch; turning a disabled webhook back on resets its failure count and clears why it
+ * was off, turning it off records "manual" and the time, and a new secret
  * keeps the one it replaces signing for `previousSecretTtlMs`.
  */
 export async function updateWebhook(
@@ -100,7 +101,17 @@ export async function updateWebhook(
       ...(patch.signatureScheme !== undefined ? { signature_scheme: patch.signatureScheme } : {}),
       ...(patch.retrySchedule !== undefined ? { retry_schedule: patch.retrySchedule } : {}),
       ...(patch.enabled === true
-        ? { failure_count: eb.case().when("enabled", "=", false).then(0).else(eb.ref("failure_count")).end() }
+        ? {
+            failure_count: eb.case().when("enabled", "=", false).then(0).else(eb.ref("failure_count")).end(),
+            disabled_reason: null,
+            disabled_at: null,
+          }
+        : {}),
+      ...(patch.enabled === false
+        ? {
+            disabled_reason: eb.case().when("enabled", "=", true).then(sql<DisabledReason>`'manual'`).else(eb.ref("disabled_reason")).end(),
+            disabled_at: eb.case().when("enabled", "=", true).then(sql<Date>`now()`).else(eb.ref("disabled_at")).end(),
+          }
         : {}),
     }))
     .where("id", "=", id)
@@ -124,10 +135,22 @@ export interface NewEvent {
   name: string;
   body: string;
   occurredAt: Date;
+  /** A PublishEvent idempotency key; undefined for none. */
+  idempotencyKey?: string;
 }
 
+export interface StoredEvent {
+  eventId: string;
+  deliveries: number;
+  /** The idempotency key was claimed already: eventId is the first event's and nothing was queued. */
+  replayed: boolean;
+}
+
+/** How long an idempotency key holds its event. */
+export const PUBLISH_KEY_TTL_MS = 24 * 60 * 60 * 1000;
+
 /** Stores the event and one pending delivery per enabled subscriber, in one statement. */
-export async function insertEventWithDeliveries(db: Db, event: NewEvent): Promise<{ eventId: string; deliveries: number }> {
+export async function insertEventWithDeliveries(db: Db, event: NewEvent): Promise<StoredEvent> {
   const [result] = await insertEventsWithDeliveries(db, [event]);
   return result!;
 }
@@ -135,30 +158,64 @@ export async function insertEventWithDeliveries(db: Db, event: NewEvent): Promis
 /**
  * Stores events and one pending delivery per enabled subscriber of each, in one statement: one
  * round trip and one commit (a WAL flush) however many events. Results are in the order given.
+ *
+ * An event with an idempotency key first claims the key (the account's first event with it in the
+ * batch does); a live claim, made earlier here or committed meanwhile by another replica, wins, and
+ * the event is then neither stored nor fanned out. The claim is an upsert on the key's primary key,
+ * which waits for a concurrent claim to commit and then returns that claim's event: no read-then-write.
  */
-export async function insertEventsWithDeliveries(
-  db: Db,
-  events: NewEvent[],
-): Promise<{ eventId: string; deliveries: number }[]> {
+export async function insertEventsWithDeliveries(db: Db, events: NewEvent[]): Promise<StoredEvent[]> {
   // Ids made here tie each event to its result, which the rows an insert returns do not.
   const ids = events.map(() => randomUUID());
-  const { rows } = await sql<{ event_id: string; deliveries: number }>`
-    with ev as (
-      insert into webhook_events (id, account_id, name, body, occurred_at)
+  const { rows } = await sql<{ event_id: string; deliveries: number; replayed: boolean }>`
+    with input as (
       select * from unnest(
         ${ids}::uuid[], ${events.map((e) => e.accountId)}::uuid[], ${events.map((e) => e.name)}::text[],
-        ${events.map((e) => e.body)}::text[], ${events.map((e) => e.occurredAt.toISOString())}::timestamptz[]
-      )
+        ${events.map((e) => e.body)}::text[], ${events.map((e) => e.occurredAt.toISOString())}::timestamptz[],
+        ${events.map((e) => e.idempotencyKey ?? null)}::text[]
+      ) with ordinality as t(id, account_id, name, body, occurred_at, key, seq)
+    ), claims as (
+      insert into webhook_publish_keys as k (account_id, key, event_id)
+      select distinct on (account_id, key) account_id, key, id from input where key is not null
+      order by account_id, key, seq
+      -- An expired claim not yet pruned is taken over; a live one stays (the no-op update returns it).
+      on conflict (account_id, key) do update
+        set event_id = case when k.created_at > now() - make_interval(secs => ${PUBLISH_KEY_TTL_MS / 1000})
+                            then k.event_id else excluded.event_id end,
+            created_at = case when k.created_at > now() - make_interval(secs => ${PUBLISH_KEY_TTL_MS / 1000})
+                              then k.created_at else now() end
+      returning account_id, key, event_id
+    ), fresh as (
+      select i.* from input i
+      where i.key is null or exists (select 1 from claims c where c.event_id = i.id)
+    ), ev as (
+      insert into webhook_events (id, account_id, name, body, occurred_at)
+      select id, account_id, name, body, occurred_at from fresh
       returning id, account_id, name
     ), queued as (
       insert into webhook_deliveries (event_id, webhook_id)
       select ev.id, w.id from ev join webhooks w
         on w.account_id = ev.account_id and w.enabled and w.events && array['*', ev.name]::text[]
       returning event_id
+    ), counts as (
+      select event_id, count(*)::int as deliveries from queued group by event_id
     )
-    select event_id, count(*)::int as deliveries from queued group by event_id`.execute(db);
-  const deliveries = new Map(rows.map((r) => [r.event_id, r.deliveries]));
-  return ids.map((eventId) => ({ eventId, deliveries: deliveries.get(eventId) ?? 0 }));
+    select coalesce(c.event_id, i.id) as event_id, coalesce(n.deliveries, 0) as deliveries,
+           coalesce(c.event_id <> i.id, false) as replayed
+    from input i
+    left join claims c on c.account_id = i.account_id and c.key = i.key
+    left join counts n on n.event_id = i.id
+    order by i.seq`.execute(db);
+  return rows.map((r) => ({ eventId: r.event_id, deliveries: r.deliveries, replayed: r.replayed }));
+}
+
+/** Forgets idempotency keys older than their 24 hours; returns how many went. */
+export async function pruneExpiredPublishKeys(db: Db): Promise<number> {
+  const { numDeletedRows } = await db
+    .deleteFrom("webhook_publish_keys")
+    .where("created_at", "<=", sql<Date>`now() - make_interval(secs => ${PUBLISH_KEY_TTL_MS / 1000})`)
+    .executeTakeFirst();
+  return Number(numDeletedRows);
 }
 
 /**
@@ -249,29 +306,50 @@ export interface AttemptOutcome {
   responseBody: string;
   /** Set when the delivery will be tried again. */
   retryAt: Date | undefined;
+  /** Where the attempt leaves the delivery (pending when retryAt is set). */
+  state: DeliveryState;
   /** The delivery is over: a success, a final status, or the last attempt. */
   final: boolean;
+  /** The receiver answered 410 Gone to a real delivery: the webhook is disabled at once. */
+  gone: boolean;
+}
+
+/** A webhook that recorded attempts just disabled, as its notice to the account's other webhooks needs it. */
+export interface DisabledWebhook {
+  id: string;
+  account_id: string;
+  url: string;
+  description: string;
+  disabled_reason: DisabledReason;
+  disabled_at: Date;
+  failure_count: number;
+  last_status: number;
 }
 
 /**
  * Records attempts and their consequences in one statement, so atomically and in one round trip
- * however many finished together: the history rows; each delivery's state (a 3xx or 4xx is
- * "delivered" without success; a 5xx or network failure after the last retry is "failed"); and each
+ * however many finished together: the history rows; each delivery's state, as the outcome says; and each
  * webhook's counters, applied in the order the attempts finished: last_triggered_at and last_status
  * on every attempt, failure_count reset by a success and raised by a failed delivery, and
- * auto-disabling at `disableAt` failures. Returns the webhooks these attempts disabled.
+ * auto-disabling, with its reason and time, at `disableAt` failures or on 410 Gone. Returns the
+ * webhooks these attempts disabled.
  */
-export async function recordAttempts(db: Db, outcomes: AttemptOutcome[], disableAt: number): Promise<string[]> {
+export async function recordAttempts(db: Db, outcomes: AttemptOutcome[], disableAt: number): Promise<DisabledWebhook[]> {
   const column = <T>(pick: (o: AttemptOutcome) => T) => outcomes.map(pick);
-  const { rows } = await sql<{ id: string; disabled: boolean }>`
+  // The counters build on w, the row as locked (another replica may have just changed it), not on
+  // the statement's snapshot.
+  const failures = sql`case when e.last_success is not null then 0 else w.failure_count end + e.new_failures`;
+  const turnsOff = sql`w.enabled and (e.gone or (e.any_final and ${failures} >= ${disableAt}))`;
+  const { rows } = await sql<DisabledWebhook & { disabled: boolean }>`
     with o as (
       select * from unnest(
         ${column((o) => o.deliveryId)}::uuid[], ${column((o) => o.webhookId)}::uuid[],
         ${column((o) => o.attempt)}::int[], ${column((o) => o.status)}::int[], ${column((o) => o.success)}::bool[],
         ${column((o) => o.latencyMs)}::int[], ${column((o) => o.error)}::text[], ${column((o) => o.responseBody)}::text[],
-        ${column((o) => o.retryAt?.toISOString() ?? null)}::timestamptz[], ${column((o) => o.final)}::bool[]
+        ${column((o) => o.retryAt?.toISOString() ?? null)}::timestamptz[], ${column((o) => o.state)}::text[],
+        ${column((o) => o.final)}::bool[], ${column((o) => o.gone)}::bool[]
       ) with ordinality as t(delivery_id, webhook_id, attempt, status, success, latency_ms, error, response_body,
-                             retry_at, final, seq)
+                             retry_at, state, final, gone, seq)
       -- A webhook deleted while its attempt was in flight took its deliveries along: drop those
       -- outcomes rather than fail the batch on the foreign key.
       where exists (select 1 from webhook_deliveries d where d.id = t.delivery_id)
@@ -281,14 +359,13 @@ export async function recordAttempts(db: Db, outcomes: AttemptOutcome[], disable
       select delivery_id, webhook_id, attempt, status, success, latency_ms, error, response_body, retry_at from o
     ), deliveries as (
       update webhook_deliveries d
-      set next_attempt_at = coalesce(o.retry_at, d.next_attempt_at), locked_until = null,
-          state = case when o.retry_at is not null then 'pending'
-                       when o.status <> 0 and o.status < 500 then 'delivered' else 'failed' end
+      set next_attempt_at = coalesce(o.retry_at, d.next_attempt_at), locked_until = null, state = o.state
       from o where d.id = o.delivery_id
     ), per_webhook as (
       -- In finishing order: the last status, and the final failures since the last final success.
       select webhook_id, (array_agg(status order by seq desc))[1] as last_status,
-             max(seq) filter (where final and success) as last_success, bool_or(final) as any_final
+             max(seq) filter (where final and success) as last_success, bool_or(final) as any_final,
+             bool_or(gone) as gone
       from o group by webhook_id
     ), effect as (
       select p.*, b.enabled as was_enabled,
@@ -296,17 +373,17 @@ export async function recordAttempts(db: Db, outcomes: AttemptOutcome[], disable
               and (p.last_success is null or o.seq > p.last_success)) as new_failures
       from per_webhook p join webhooks b on b.id = p.webhook_id
     )
-    -- The counters build on w, the row as locked (another replica may have just changed it), not
-    -- on the statement's snapshot.
     update webhooks w
     set last_triggered_at = now(), last_status = e.last_status,
-        failure_count = case when e.last_success is not null then 0 else w.failure_count end + e.new_failures,
-        enabled = w.enabled and not (e.any_final and
-          case when e.last_success is not null then 0 else w.failure_count end + e.new_failures >= ${disableAt})
+        failure_count = ${failures},
+        disabled_reason = case when ${turnsOff} then case when e.gone then 'gone' else 'failures' end else w.disabled_reason end,
+        disabled_at = case when ${turnsOff} then now() else w.disabled_at end,
+        enabled = w.enabled and not (${turnsOff})
     from effect e
     where w.id = e.webhook_id
-    returning w.id, e.was_enabled and not w.enabled as disabled`.execute(db);
-  return rows.filter((r) => r.disabled).map((r) => r.id);
+    returning w.id, w.account_id, w.url, w.description, w.disabled_reason, w.disabled_at, w.failure_count, w.last_status,
+              e.was_enabled and not w.enabled as disabled`.execute(db);
+  return rows.filter((r) => r.disabled).map(({ disabled: _, ...webhook }) => webhook);
 }
 
 /** Queues the event of one of the webhook's deliveries again, as a new delivery; undefined when it has no such delivery. */
@@ -337,18 +414,6 @@ export async function requeueFailedDeliveries(db: Db, webhookId: string, since: 
            or (d.state = 'delivered' and not (
              select a.success from webhook_attempts a where a.delivery_id = d.id order by a.created_at desc limit 1)))`.execute(db);
   return Number(numAffectedRows ?? 0);
-}
-
-/** Turns a webhook off at once; true when it was on. */
-export async function disableWebhook(db: Db, webhookId: string): Promise<boolean> {
-  const row = await db
-    .updateTable("webhooks")
-    .set({ enabled: false })
-    .where("id", "=", webhookId)
-    .where("enabled", "=", true)
-    .returning("id")
-    .executeTakeFirst();
-  return row !== undefined;
 }
 
 /** A delivery whose webhook was disabled before its turn is dropped, not sent. */

@@ -1,3 +1,4 @@
+import type { DeliveryState } from "../platform/db/schema.js";
 import type { Violations } from "../platform/errors.js";
 
 export const RETRY_SCHEDULES = ["seed", "extended"] as const;
@@ -36,7 +37,7 @@ export function nextAttemptAt(
   random: () => number = Math.random,
 ): Date | undefined {
   const { status } = outcome;
-  if (!(status === 0 || status === 429 || status >= 500)) return undefined;
+  if (!isRetryable(status)) return undefined;
   const gaps = GAPS[schedule as keyof typeof GAPS] ?? GAPS.seed;
   if (attempt > gaps.length) return undefined;
   let waitMs = gaps[attempt - 1]! * baseMs;
@@ -54,4 +55,19 @@ function retryAfterMs(value: string, now: Date): number | undefined {
   if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
   const at = Date.parse(trimmed);
   return Number.isNaN(at) ? undefined : Math.max(0, at - now.getTime());
+}
+
+/** 5xx, 429 and network failures (status 0) are worth trying again; any other answer is final. */
+export function isRetryable(status: number): boolean {
+  return status === 0 || status === 429 || status >= 500;
+}
+
+/**
+ * Where an attempt leaves its delivery: pending while a retry is due; delivered after a 2xx or a
+ * final answer (3xx, 4xx other than 429), success false for the latter; failed when a retryable
+ * outcome has no retry left, whatever its status.
+ */
+export function stateAfter(status: number, retryAt: Date | undefined): DeliveryState {
+  if (retryAt) return "pending";
+  return isRetryable(status) ? "failed" : "delivered";
 }

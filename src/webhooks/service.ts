@@ -5,7 +5,7 @@ import type { WebhookRow } from "../platform/db/schema.js";
 import { Code, failedPrecondition, invalidArgument, notFound, permissionDenied, RpcError, Violations } from "../platform/errors.js";
 import { isUuid } from "../platform/ids.js";
 import type { Dispatcher } from "./dispatcher.js";
-import { EVENT_NAME } from "./events.js";
+import { EVENT_NAME, eventBody } from "./events.js";
 import { checkKind } from "./kinds/index.js";
 import { checkRetrySchedule } from "./retry-schedule.js";
 import * as repo from "./repository.js";
@@ -19,6 +19,8 @@ const MIN_SECRET = 16;
 const MAX_SECRET = 500;
 const DEFAULT_DELIVERIES_LIMIT = 20;
 const MAX_DELIVERIES_LIMIT = 100;
+/** Room for a UUID, a hash or a client's own scheme, and nothing that needs escaping in a header. */
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
 const URL_PROBLEMS: Record<UrlProblem, string> = {
   invalid_url: "must be an http(s) URL of at most 2000 characters without credentials",
@@ -32,7 +34,7 @@ export class WebhookService {
    * Events published in the same tick are stored by one statement; a tick's statement does not wait
    * for the previous one, so a slow commit never holds back the publishers that follow.
    */
-  private readonly publisher = new TickBatcher<repo.NewEvent, { eventId: string; deliveries: number }>({
+  private readonly publisher = new TickBatcher<repo.NewEvent, repo.StoredEvent>({
     write: (events) => this.store(events),
     overlap: true,
   });
@@ -207,9 +209,10 @@ export class WebhookService {
   /**
    * Stores the event and a delivery per subscribed, enabled webhook of the account, wakes the
    * dispatchers, and returns: the caller never waits on receivers. Events published in the same tick
-   * go in one statement, so a burst costs one commit (a WAL flush), not one per event.
+   * go in one statement, so a burst costs one commit (a WAL flush), not one per event. An
+   * idempotency key already used for the account in the last 24 hours answers its first event.
    */
-  async publish(principal: Principal, request: PublishEventRequest): Promise<{ eventId: string; deliveries: number }> {
+  async publish(principal: Principal, request: PublishEventRequest): Promise<repo.StoredEvent> {
     const violations = new Violations();
     if (request.event === "") violations.add("event", "is required");
     else if (request.event === "*" || !EVENT_NAME.test(request.event)) {
@@ -217,6 +220,9 @@ export class WebhookService {
     }
     const accountId = request.accountId || principal.accountId;
     if (!isUuid(accountId)) violations.add("account_id", "must be an account id (a UUID)");
+    if (request.idempotencyKey !== "" && !IDEMPOTENCY_KEY.test(request.idempotencyKey)) {
+      violations.add("idempotency_key", "must be 1..255 visible ASCII characters, without spaces (a UUID, for example)");
+    }
     violations.throwIfAny();
     if (accountId !== principal.accountId && !isAdmin(principal)) {
       throw permissionDenied("only an admin key may publish into another account", "CROSS_ACCOUNT_PUBLISH");
@@ -227,10 +233,11 @@ export class WebhookService {
       name: request.event,
       body: eventBody(request.event, occurredAt, request.data ?? {}),
       occurredAt,
+      idempotencyKey: request.idempotencyKey || undefined,
     });
   }
 
-  private async store(events: repo.NewEvent[]): Promise<{ eventId: string; deliveries: number }[]> {
+  private async store(events: repo.NewEvent[]): Promise<repo.StoredEvent[]> {
     const results = await repo.insertEventsWithDeliveries(this.db, events);
     if (results.some((r) => r.deliveries > 0)) this.dispatcher.wakeAll();
     return results;
@@ -254,11 +261,6 @@ export class WebhookService {
       throw invalidArgument([{ field: "url", description }], verdict.reason.toUpperCase());
     }
   }
-}
-
-/** The body every receiver gets: the exact bytes that are signed. */
-function eventBody(event: string, occurredAt: Date, data: Record<string, unknown>): string {
-  return JSON.stringify({ event, timestamp: occurredAt.toISOString(), data });
 }
 
 /**

@@ -153,7 +153,7 @@ export async function benchWebhooks(server: ServerProcess, adminToken: string): 
     }
     raw = new RawClient(server.grpcAddress, key);
     const client = raw;
-    const request = PublishEventRequest.encode({ event: "request.completed", data: DATA, accountId: "" }).finish();
+    const request = PublishEventRequest.encode({ event: "request.completed", data: DATA, accountId: "", idempotencyKey: "" }).finish();
     const publish = () => client.call(METHOD, request);
 
     // The body and headers of one delivery, for the ceiling loop.

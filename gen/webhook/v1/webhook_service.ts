@@ -72,6 +72,15 @@ export interface Webhook {
    * 410 Gone disables the webhook.
    */
   retrySchedule: string;
+  /**
+   * Why the webhook is disabled: failures (10 failed deliveries in a row), gone (the receiver
+   * answered 410 Gone) or manual (turned off by a person); empty while enabled, and for webhooks
+   * disabled before reasons were recorded. An automatic disable sends a webhook.disabled event to
+   * the account's other webhooks that subscribe to it.
+   */
+  disabledReason: string;
+  /** Since when it is disabled; unset while enabled. */
+  disabledAt: Date | undefined;
 }
 
 export interface Webhook_SettingsEntry {
@@ -250,12 +259,21 @@ export interface PublishEventRequest {
     | undefined;
   /** Whose webhooks receive it; default the caller's account. */
   accountId: string;
+  /**
+   * Optional, 1..255 visible ASCII characters (no spaces), e.g. a UUID. Keys are per account (the
+   * one the event goes to) and live 24 hours. Over HTTP the Idempotency-Key header may carry it
+   * instead; sent in both, the two must be equal.
+   */
+  idempotencyKey: string;
 }
 
 export interface PublishEventResponse {
+  /** The event's id; on a repeated idempotency_key, the first event's. */
   eventId: string;
-  /** Deliveries queued (one per matching enabled webhook). */
+  /** Deliveries queued (one per matching enabled webhook); 0 when replayed. */
   deliveries: number;
+  /** True when idempotency_key was seen before: nothing new was queued. */
+  replayed: boolean;
 }
 
 function createBaseWebhook(): Webhook {
@@ -276,6 +294,8 @@ function createBaseWebhook(): Webhook {
     signatureScheme: "",
     previousSecretExpiresAt: undefined,
     retrySchedule: "",
+    disabledReason: "",
+    disabledAt: undefined,
   };
 }
 
@@ -328,6 +348,12 @@ export const Webhook: MessageFns<Webhook> = {
     }
     if (message.retrySchedule !== "") {
       writer.uint32(130).string(message.retrySchedule);
+    }
+    if (message.disabledReason !== "") {
+      writer.uint32(138).string(message.disabledReason);
+    }
+    if (message.disabledAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.disabledAt), writer.uint32(146).fork()).join();
     }
     return writer;
   },
@@ -476,6 +502,22 @@ export const Webhook: MessageFns<Webhook> = {
             message.retrySchedule = reader.string();
             continue;
           }
+          case 17: {
+            if (tag !== 138) {
+              break;
+            }
+
+            message.disabledReason = reader.string();
+            continue;
+          }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.disabledAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -517,6 +559,8 @@ export const Webhook: MessageFns<Webhook> = {
     message.signatureScheme = object.signatureScheme ?? "";
     message.previousSecretExpiresAt = object.previousSecretExpiresAt ?? undefined;
     message.retrySchedule = object.retrySchedule ?? "";
+    message.disabledReason = object.disabledReason ?? "";
+    message.disabledAt = object.disabledAt ?? undefined;
     return message;
   },
 };
@@ -2344,7 +2388,7 @@ export const ValidateUrlResponse: MessageFns<ValidateUrlResponse> = {
 };
 
 function createBasePublishEventRequest(): PublishEventRequest {
-  return { event: "", data: undefined, accountId: "" };
+  return { event: "", data: undefined, accountId: "", idempotencyKey: "" };
 }
 
 export const PublishEventRequest: MessageFns<PublishEventRequest> = {
@@ -2357,6 +2401,9 @@ export const PublishEventRequest: MessageFns<PublishEventRequest> = {
     }
     if (message.accountId !== "") {
       writer.uint32(26).string(message.accountId);
+    }
+    if (message.idempotencyKey !== "") {
+      writer.uint32(34).string(message.idempotencyKey);
     }
     return writer;
   },
@@ -2398,6 +2445,14 @@ export const PublishEventRequest: MessageFns<PublishEventRequest> = {
             message.accountId = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.idempotencyKey = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2418,12 +2473,13 @@ export const PublishEventRequest: MessageFns<PublishEventRequest> = {
     message.event = object.event ?? "";
     message.data = object.data ?? undefined;
     message.accountId = object.accountId ?? "";
+    message.idempotencyKey = object.idempotencyKey ?? "";
     return message;
   },
 };
 
 function createBasePublishEventResponse(): PublishEventResponse {
-  return { eventId: "", deliveries: 0 };
+  return { eventId: "", deliveries: 0, replayed: false };
 }
 
 export const PublishEventResponse: MessageFns<PublishEventResponse> = {
@@ -2433,6 +2489,9 @@ export const PublishEventResponse: MessageFns<PublishEventResponse> = {
     }
     if (message.deliveries !== 0) {
       writer.uint32(16).int32(message.deliveries);
+    }
+    if (message.replayed !== false) {
+      writer.uint32(24).bool(message.replayed);
     }
     return writer;
   },
@@ -2466,6 +2525,14 @@ export const PublishEventResponse: MessageFns<PublishEventResponse> = {
             message.deliveries = reader.int32();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.replayed = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2485,6 +2552,7 @@ export const PublishEventResponse: MessageFns<PublishEventResponse> = {
     const message = createBasePublishEventResponse();
     message.eventId = object.eventId ?? "";
     message.deliveries = object.deliveries ?? 0;
+    message.replayed = object.replayed ?? false;
     return message;
   },
 };
@@ -2618,7 +2686,9 @@ export const WebhookServiceService = {
   },
   /**
    * Fires an event: one delivery per enabled webhook of the account that subscribes to it. Returns
-   * once the deliveries are queued; it never waits on receivers.
+   * once the deliveries are queued; it never waits on receivers. With an idempotency_key (over HTTP
+   * also the Idempotency-Key header), a key the account used in the last 24 hours answers that first
+   * event's id and queues nothing.
    */
   publishEvent: {
     path: "/webhook.v1.WebhookService/PublishEvent" as const,
@@ -2665,7 +2735,9 @@ export interface WebhookServiceServer extends UntypedServiceImplementation {
   validateUrl: handleUnaryCall<ValidateUrlRequest, ValidateUrlResponse>;
   /**
    * Fires an event: one delivery per enabled webhook of the account that subscribes to it. Returns
-   * once the deliveries are queued; it never waits on receivers.
+   * once the deliveries are queued; it never waits on receivers. With an idempotency_key (over HTTP
+   * also the Idempotency-Key header), a key the account used in the last 24 hours answers that first
+   * event's id and queues nothing.
    */
   publishEvent: handleUnaryCall<PublishEventRequest, PublishEventResponse>;
 }
@@ -2843,7 +2915,9 @@ export interface WebhookServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * Fires an event: one delivery per enabled webhook of the account that subscribes to it. Returns
-   * once the deliveries are queued; it never waits on receivers.
+   * once the deliveries are queued; it never waits on receivers. With an idempotency_key (over HTTP
+   * also the Idempotency-Key header), a key the account used in the last 24 hours answers that first
+   * event's id and queues nothing.
    */
   publishEvent(
     request: PublishEventRequest,

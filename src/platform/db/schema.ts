@@ -97,7 +97,14 @@ export interface WebhooksTable {
   previous_secret_expires_at: NullableTimestamp;
   /** seed (1 s, 2 s, 4 s) or extended (about a day). */
   retry_schedule: ColumnType<string, string | undefined, string>;
+  /** Why the webhook is disabled; null while enabled. */
+  disabled_reason: ColumnType<DisabledReason | null, DisabledReason | null | undefined, DisabledReason | null>;
+  /** Since when it is disabled; null while enabled. */
+  disabled_at: NullableTimestamp;
 }
+
+/** failures: 10 failed deliveries in a row; gone: the receiver answered 410 Gone; manual: a person turned it off. */
+export type DisabledReason = "failures" | "gone" | "manual";
 
 export interface WebhookEventsTable {
   id: Generated<string>;
@@ -106,6 +113,14 @@ export interface WebhookEventsTable {
   /** The exact JSON body sent (and signed) for every delivery of the event. */
   body: string;
   occurred_at: Date;
+}
+
+/** A PublishEvent idempotency key and the event that claimed it; it lives 24 hours. */
+export interface WebhookPublishKeysTable {
+  account_id: string;
+  key: string;
+  event_id: string;
+  created_at: Timestamp;
 }
 
 export type DeliveryState = "pending" | "delivered" | "failed" | "skipped";
@@ -219,6 +234,7 @@ export interface Database {
   webhook_events: WebhookEventsTable;
   webhook_deliveries: WebhookDeliveriesTable;
   webhook_attempts: WebhookAttemptsTable;
+  webhook_publish_keys: WebhookPublishKeysTable;
   faceswap_jobs: FaceswapJobsTable;
   credit_ledger: CreditLedgerTable;
   service_secrets: ServiceSecretsTable;

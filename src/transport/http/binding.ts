@@ -8,6 +8,12 @@ import type { Route } from "./routes.js";
 export const MAX_JSON_BODY_BYTES = 1024 * 1024;
 
 /**
+ * Request headers that stand for a request field, for the methods whose request has that field, as
+ * HTTP clients expect to send them (`Idempotency-Key`, as Stripe and the IETF draft name it).
+ */
+const HEADER_FIELDS: readonly { header: string; field: string }[] = [{ header: "idempotency-key", field: "idempotency_key" }];
+
+/**
  * The request as proto3 JSON: the body (all of it, or the field the binding names), the path variables
  * and, unless the body is the whole request, the query parameters, each converted to the JSON form of
  * the field it sets.
@@ -44,7 +50,34 @@ export async function bindRequest(
       setField(route.input, json, path, value, true);
     }
   }
+  bindHeaders(req, route, json);
   return json;
+}
+
+/**
+ * Fills a field from its header (HEADER_FIELDS). The header and the field say the same thing, so
+ * either may carry it; given in both, they must agree, or the request is refused naming the field.
+ */
+function bindHeaders(req: IncomingMessage, route: Route, json: JsonObject): void {
+  for (const { header, field: name } of HEADER_FIELDS) {
+    const value = req.headers[header];
+    const field = findField(route.input, name);
+    if (typeof value !== "string" || !field) continue;
+    const given = json[field.name] ?? json[field.jsonName];
+    if (given === undefined || given === "") {
+      delete json[field.jsonName];
+      json[field.name] = value;
+    } else if (given !== value) {
+      throw invalidArgument([
+        { field: field.name, description: `differs from the ${headerName(header)} header; send one of them, or the same value in both` },
+      ]);
+    }
+  }
+}
+
+/** `idempotency-key` as people write it: `Idempotency-Key`. */
+function headerName(header: string): string {
+  return header.replace(/(^|-)([a-z])/g, (_, dash: string, letter: string) => dash + letter.toUpperCase());
 }
 
 export function isObject(value: JsonValue | undefined): value is JsonObject {

@@ -36,6 +36,10 @@ const LINES: Record<string, (d: Data) => string> = {
   "video.completed": (d) =>
     `${job(d)} completed: ${show(d.frames_rendered)} frames, ${show(d.credits_charged)} credits; its outputs are downloadable`,
   "video.errored": (d) => `${job(d)} failed${errorMessage(d)}; its credits were refunded`,
+  "webhook.disabled": (d) =>
+    `Webhook ${d.description ? `"${show(d.description)}" ` : ""}to ${show(d.host)} was disabled: ${
+      d.reason === "gone" ? "its receiver answered 410 Gone" : `${show(d.failure_count)} failed deliveries in a row (last status ${show(d.last_status)})`
+    }; enable it again once the receiver is fixed`,
 };
 
 export function summarize(view: EventView): EventSummary {
