@@ -4,7 +4,8 @@ import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { Logger } from "../platform/logger.js";
 import { TickBatcher } from "../platform/tick-batcher.js";
-import { renewInstances, type HeartbeatOutcome, type HeartbeatTarget } from "./repository.js";
+import type { ChangeFeed } from "./change-feed.js";
+import { recordChanges, renewInstances, type HeartbeatOutcome, type HeartbeatTarget } from "./repository.js";
 
 const MAX_BATCH = 2_000;
 
@@ -13,7 +14,7 @@ const MAX_BATCH = 2_000;
  * in batches: while one batch is being written the next one gathers, and each caller is answered
  * when its batch has committed. The batch commits without waiting for the disk flush (a heartbeat
  * lost in a crash costs at most one TTL of health), and only instances that come back to health
- * notify the namespace cache.
+ * record a change and notify the namespace cache.
  */
 export class HeartbeatBatcher {
   private readonly batcher = new TickBatcher<HeartbeatTarget, HeartbeatOutcome | undefined>({
@@ -24,6 +25,7 @@ export class HeartbeatBatcher {
   constructor(
     private readonly db: Db,
     private readonly notifications: Notifications,
+    private readonly feed: ChangeFeed,
     private readonly logger: Logger,
   ) {}
 
@@ -35,10 +37,13 @@ export class HeartbeatBatcher {
   private async write(targets: HeartbeatTarget[]): Promise<(HeartbeatOutcome | undefined)[]> {
     try {
       const unique = [...new Map(targets.map((t) => [t.instanceId, t])).values()];
-      const outcomes = await this.db.transaction().execute(async (tx) => {
+      const { outcomes, revision } = await this.db.transaction().execute(async (tx) => {
         await sql`set local synchronous_commit = off`.execute(tx);
-        return renewInstances(tx, unique);
+        const outcomes = await renewInstances(tx, unique);
+        const revived = outcomes.filter((o) => o.revived).map((o) => ({ instanceId: o.instanceId, kind: "revived" as const }));
+        return { outcomes, revision: await recordChanges(tx, revived) };
       });
+      this.feed.announce(revision);
       await this.notifications.publishAll(
         NAMESPACES_CHANNEL,
         outcomes.filter((o) => o.revived).map((o) => o.namespace),

@@ -9,6 +9,7 @@ import * as m20261123T100000 from "./2026-11-23T10-00-00_webhook_kinds.js";
 import * as m20261123T110000 from "./2026-11-23T11-00-00_webhook_signing.js";
 import * as m20261123T120000 from "./2026-11-23T12-00-00_webhook_retry_schedules.js";
 import * as m20261123T130000 from "./2026-11-23T13-00-00_webhook_recover.js";
+import * as m20261123T153000 from "./2026-11-23T15-30-00_registry_changes.js";
 
 /** Every migration, by name; names sort in the order they run. Forward-only: there is no down. */
 export const migrations: Record<string, Migration> = {
@@ -22,4 +23,5 @@ export const migrations: Record<string, Migration> = {
   "2026-11-23T11-00-00_webhook_signing": m20261123T110000,
   "2026-11-23T12-00-00_webhook_retry_schedules": m20261123T120000,
   "2026-11-23T13-00-00_webhook_recover": m20261123T130000,
+  "2026-11-23T15-30-00_registry_changes": m20261123T153000,
 };
