@@ -23,6 +23,8 @@ export class NamespaceCache {
   private epoch = 0;
   private sorted: NamespaceView[] | undefined;
   private readonly byToken = new Map<string, NamespaceView>();
+  /** Reads of one name in flight, shared by callers that miss at once (a thousand watchers re-checking access after one notice). */
+  private readonly loading = new Map<string, Promise<NamespaceView | undefined>>();
 
   private readonly checks: Periodic;
 
@@ -70,12 +72,14 @@ export class NamespaceCache {
 
   invalidate(name: string): void {
     this.epoch++;
+    this.loading.delete(name);
     this.drop(name);
     if (this.complete) this.stale.add(name);
   }
 
   clear(): void {
     this.epoch++;
+    this.loading.clear();
     this.byName.clear();
     this.byToken.clear();
     this.stale.clear();
@@ -87,13 +91,22 @@ export class NamespaceCache {
     const hit = this.byName.get(name);
     if (hit) return hit;
     if (this.complete && !this.stale.has(name)) return undefined;
+    const pending = this.loading.get(name);
+    if (pending) return pending;
     const epoch = this.epoch;
-    const [record] = await loadNamespaces(this.db, [name]);
-    if (epoch === this.epoch) {
-      if (record) this.store(record);
-      this.stale.delete(name);
-    }
-    return record;
+    const load = loadNamespaces(this.db, [name])
+      .then(([record]) => {
+        if (epoch === this.epoch) {
+          if (record) this.store(record);
+          this.stale.delete(name);
+        }
+        return record;
+      })
+      .finally(() => {
+        if (this.loading.get(name) === load) this.loading.delete(name);
+      });
+    this.loading.set(name, load);
+    return load;
   }
 
   /** The namespace whose token this is. */
