@@ -5,23 +5,27 @@ import { ChangeFeed } from "./change-feed.js";
 import { ExpirySweeper } from "./expiry.js";
 import { registryService } from "./handlers.js";
 import { HeartbeatBatcher } from "./heartbeats.js";
+import { InstanceCache } from "./instance-cache.js";
 import { RegistryService } from "./service.js";
 
 /** Services and instances; start() begins following changes and sweeping instances whose heartbeats stopped. */
 export function registryModule(platform: Platform, namespaces: NamespaceCache): Capability {
   const { config, db, notifications, logger, metrics } = platform;
   const feed = new ChangeFeed({ db, notifications, logger, metrics, checkMs: config.cacheCheckMs, kept: config.registryChangesKept });
-  const heartbeats = new HeartbeatBatcher(db, notifications, feed, logger);
-  const service = new RegistryService({ db, notifications, namespaces, heartbeats, feed });
+  const instances = new InstanceCache(db, notifications, logger);
+  const heartbeats = new HeartbeatBatcher(db, notifications, feed, instances, logger);
+  const service = new RegistryService({ db, notifications, namespaces, heartbeats, feed, instances });
   const sweeper = new ExpirySweeper({ db, notifications, feed, logger, intervalMs: config.expirySweepMs });
   return {
     services: [registryService(service)],
     start: async () => {
       await feed.start();
+      instances.startChecks(config.cacheCheckMs);
       sweeper.start();
     },
     stop: async () => {
       await sweeper.stop();
+      await instances.stopChecks();
       await feed.stop();
     },
   };

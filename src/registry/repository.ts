@@ -98,16 +98,6 @@ export async function listInstances(
   return query.orderBy("i.host").orderBy("i.port").execute();
 }
 
-export async function serviceExists(db: Db, namespaceId: string, service: string): Promise<boolean> {
-  const row = await db
-    .selectFrom("services")
-    .select("id")
-    .where("namespace_id", "=", namespaceId)
-    .where("name", "=", service)
-    .executeTakeFirst();
-  return row !== undefined;
-}
-
 export async function deleteInstance(db: Db, instanceId: string): Promise<void> {
   await db.deleteFrom("instances").where("id", "=", instanceId).execute();
 }
@@ -128,35 +118,13 @@ export async function updateInstance(
     .execute();
 }
 
-export async function listServices(
-  db: Db,
-  namespaceId: string,
-  offset: number,
-  limit: number,
-): Promise<{ amount: number; rows: ServiceView[] }> {
-  const [rows, count] = await Promise.all([
-    db
-      .selectFrom("services as s")
-      .select([
-        "s.name",
-        "s.created_at",
-        sql<number>`(select count(*) from instances i where i.service_id = s.id)`.as("instance_count"),
-        sql<number>`(select count(*) from instances i where i.service_id = s.id and i.healthy and not i.isolate)`.as(
-          "healthy_instance_count",
-        ),
-      ])
-      .where("s.namespace_id", "=", namespaceId)
-      .orderBy("s.name")
-      .offset(offset)
-      .limit(limit)
-      .execute(),
-    db
-      .selectFrom("services")
-      .select(sql<number>`count(*)`.as("n"))
-      .where("namespace_id", "=", namespaceId)
-      .executeTakeFirstOrThrow(),
+/** Every service of the namespace by name, and every instance by service, host and port. */
+export async function loadRegistry(db: Db, namespaceId: string): Promise<{ services: ServiceRow[]; instances: InstanceView[] }> {
+  const [services, instances] = await Promise.all([
+    db.selectFrom("services").selectAll().where("namespace_id", "=", namespaceId).orderBy("name").execute(),
+    instancesIn(db, namespaceId).orderBy("s.name").orderBy("i.host").orderBy("i.port").execute(),
   ]);
-  return { amount: count.n, rows };
+  return { services, instances };
 }
 
 /** Deletes the service and (by cascade) its instances; false when there was no such service. */

@@ -19,6 +19,7 @@ import type { NamespaceCache } from "../namespaces/cache.js";
 import { checkMetadata, checkName } from "../namespaces/rules.js";
 import type { ChangeFeed } from "./change-feed.js";
 import type { HeartbeatBatcher } from "./heartbeats.js";
+import { isHealthy, type InstanceCache } from "./instance-cache.js";
 import { InstanceWatch, type WatchEvent } from "./instance-watch.js";
 import * as repo from "./repository.js";
 import type { InstanceChange, InstanceView, ServiceView } from "./repository.js";
@@ -42,6 +43,8 @@ export interface RegistryServiceOptions {
   namespaces: NamespaceCache;
   heartbeats: HeartbeatBatcher;
   feed: ChangeFeed;
+  /** Services and instances in memory, for the lists. */
+  instances: InstanceCache;
 }
 
 /**
@@ -54,13 +57,15 @@ export class RegistryService {
   private readonly namespaces: NamespaceCache;
   private readonly heartbeats: HeartbeatBatcher;
   private readonly feed: ChangeFeed;
+  private readonly instances: InstanceCache;
 
-  constructor({ db, notifications, namespaces, heartbeats, feed }: RegistryServiceOptions) {
+  constructor({ db, notifications, namespaces, heartbeats, feed, instances }: RegistryServiceOptions) {
     this.db = db;
     this.notifications = notifications;
     this.namespaces = namespaces;
     this.heartbeats = heartbeats;
     this.feed = feed;
+    this.instances = instances;
   }
 
   async register(principal: Principal, request: RegisterInstanceRequest): Promise<InstanceView> {
@@ -155,7 +160,8 @@ export class RegistryService {
     violations.throwIfAny();
     const namespaceId = await this.mayRead(principal, namespace);
     const { offset, limit } = pageOf(page, SERVICE_PAGES);
-    return repo.listServices(this.db, namespaceId, offset, limit);
+    const services = [...(await this.instances.services(namespace, namespaceId)).values()];
+    return { amount: services.length, rows: services.slice(offset, offset + limit).map((s) => s.view) };
   }
 
   async listInstances(principal: Principal, request: ListInstancesRequest): Promise<InstanceView[]> {
@@ -164,10 +170,9 @@ export class RegistryService {
     checkServiceName(violations, request.service);
     violations.throwIfAny();
     const namespaceId = await this.mayRead(principal, request.namespace);
-    if (!(await repo.serviceExists(this.db, namespaceId, request.service))) {
-      throw serviceNotFound(request.namespace, request.service);
-    }
-    return repo.listInstances(this.db, namespaceId, request.service, request.healthyOnly);
+    const service = (await this.instances.services(request.namespace, namespaceId)).get(request.service);
+    if (!service) throw serviceNotFound(request.namespace, request.service);
+    return request.healthyOnly ? service.instances.filter(isHealthy) : service.instances;
   }
 
   async deleteService(principal: Principal, request: DeleteServiceRequest): Promise<void> {
@@ -236,6 +241,7 @@ export class RegistryService {
       return { value, revision };
     });
     this.namespaces.invalidate(namespace);
+    this.instances.invalidate(namespace);
     this.feed.announce(revision);
     await this.notifications.publish(NAMESPACES_CHANNEL, namespace);
     return value;
