@@ -20,6 +20,7 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { Duration } from "../google/protobuf/duration.js";
 import { FieldMask } from "../google/protobuf/field_mask.js";
 import { Timestamp } from "../google/protobuf/timestamp.js";
 import { BatchItemStatus } from "./namespace_service.js";
@@ -217,6 +218,13 @@ export interface ListServicesRequest {
   offset: number;
   /** Page size, default 100, at most 1000. */
   limit: number;
+  /**
+   * A blocking query: with `wait`, answers once the namespace's index (the `x-atrium-index` response
+   * header) passes this one, or after `wait` with the same list.
+   */
+  index: number;
+  /** How long a blocking query may wait, up to 10 minutes; needs `index`. */
+  wait: Duration | undefined;
 }
 
 export interface ListServicesResponse {
@@ -229,6 +237,13 @@ export interface ListInstancesRequest {
   service: string;
   /** Only healthy, non-isolated instances. */
   healthyOnly: boolean;
+  /**
+   * A blocking query: with `wait`, answers once the service's index (the `x-atrium-index` response
+   * header) passes this one, or after `wait` with the same list.
+   */
+  index: number;
+  /** How long a blocking query may wait, up to 10 minutes; needs `index`. */
+  wait: Duration | undefined;
 }
 
 export interface ListInstancesResponse {
@@ -1632,7 +1647,7 @@ export const UpdateInstanceResponse: MessageFns<UpdateInstanceResponse> = {
 };
 
 function createBaseListServicesRequest(): ListServicesRequest {
-  return { namespace: "", offset: 0, limit: 0 };
+  return { namespace: "", offset: 0, limit: 0, index: 0, wait: undefined };
 }
 
 export const ListServicesRequest: MessageFns<ListServicesRequest> = {
@@ -1645,6 +1660,12 @@ export const ListServicesRequest: MessageFns<ListServicesRequest> = {
     }
     if (message.limit !== 0) {
       writer.uint32(24).uint32(message.limit);
+    }
+    if (message.index !== 0) {
+      writer.uint32(32).uint64(message.index);
+    }
+    if (message.wait !== undefined) {
+      Duration.encode(message.wait, writer.uint32(42).fork()).join();
     }
     return writer;
   },
@@ -1686,6 +1707,22 @@ export const ListServicesRequest: MessageFns<ListServicesRequest> = {
             message.limit = reader.uint32();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.index = longToNumber(reader.uint64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.wait = Duration.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1706,6 +1743,8 @@ export const ListServicesRequest: MessageFns<ListServicesRequest> = {
     message.namespace = object.namespace ?? "";
     message.offset = object.offset ?? 0;
     message.limit = object.limit ?? 0;
+    message.index = object.index ?? 0;
+    message.wait = (object.wait !== undefined && object.wait !== null) ? Duration.fromPartial(object.wait) : undefined;
     return message;
   },
 };
@@ -1778,7 +1817,7 @@ export const ListServicesResponse: MessageFns<ListServicesResponse> = {
 };
 
 function createBaseListInstancesRequest(): ListInstancesRequest {
-  return { namespace: "", service: "", healthyOnly: false };
+  return { namespace: "", service: "", healthyOnly: false, index: 0, wait: undefined };
 }
 
 export const ListInstancesRequest: MessageFns<ListInstancesRequest> = {
@@ -1791,6 +1830,12 @@ export const ListInstancesRequest: MessageFns<ListInstancesRequest> = {
     }
     if (message.healthyOnly !== false) {
       writer.uint32(24).bool(message.healthyOnly);
+    }
+    if (message.index !== 0) {
+      writer.uint32(32).uint64(message.index);
+    }
+    if (message.wait !== undefined) {
+      Duration.encode(message.wait, writer.uint32(42).fork()).join();
     }
     return writer;
   },
@@ -1832,6 +1877,22 @@ export const ListInstancesRequest: MessageFns<ListInstancesRequest> = {
             message.healthyOnly = reader.bool();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.index = longToNumber(reader.uint64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.wait = Duration.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1852,6 +1913,8 @@ export const ListInstancesRequest: MessageFns<ListInstancesRequest> = {
     message.namespace = object.namespace ?? "";
     message.service = object.service ?? "";
     message.healthyOnly = object.healthyOnly ?? false;
+    message.index = object.index ?? 0;
+    message.wait = (object.wait !== undefined && object.wait !== null) ? Duration.fromPartial(object.wait) : undefined;
     return message;
   },
 };

@@ -11,10 +11,11 @@ const PAGE = 2_000;
 /** Changes older than this are dropped even when fewer than `kept` exist. */
 const MAX_AGE_SECONDS = 3_600;
 
-/** One watcher's interest: changes to one service, and changes to the namespaces its access hangs on. */
+/** One watcher's interest: changes to one service (or a whole namespace), and to the namespaces its access hangs on. */
 export interface FeedSubscriber {
   namespace: string;
-  service: string;
+  /** Undefined: every service of the namespace. */
+  service?: string;
   /** Namespaces whose record decides whether the watcher may go on (the watched one, its token's). */
   guards: readonly string[];
   onChange(change: ChangeView): void;
@@ -42,6 +43,10 @@ export interface ChangeFeedOptions {
 export class ChangeFeed {
   private readonly subscribers = new Map<string, Set<FeedSubscriber>>();
   private readonly guarded = new Map<string, Set<FeedSubscriber>>();
+  private readonly listeners = new Set<(change: ChangeView) => void>();
+  /** The revision of the last change seen, by service and by namespace; older ones are before `startedAt`. */
+  private readonly last = new Map<string, number>();
+  private startedAt = 0;
   private count = 0;
   private cursor = 0;
   private pulling: Promise<void> | undefined;
@@ -74,13 +79,14 @@ export class ChangeFeed {
       logger,
       "registry_feed_check_failed",
     );
-    metrics.collected("atrium_registry_watchers", "Open WatchInstances streams on this replica.", "gauge", [], () => [
+    metrics.collected("atrium_registry_watchers", "Open WatchInstances streams and blocking list queries on this replica.", "gauge", [], () => [
       { labels: {}, value: this.count },
     ]);
   }
 
   async start(): Promise<void> {
     this.cursor = (await revisionState(this.db)).revision;
+    this.startedAt = this.cursor;
     this.periodic.start(this.checkMs);
   }
 
@@ -99,6 +105,42 @@ export class ChangeFeed {
     if (revision === undefined) return;
     this.pull();
     this.notifications.signal(REGISTRY_CHANNEL, String(revision));
+  }
+
+  /** Calls `listener` with every change, before the watchers of its service get it. */
+  onChange(listener: (change: ChangeView) => void): void {
+    this.listeners.add(listener);
+  }
+
+  /**
+   * The revision of the last change to the service (or, without one, to any service of the
+   * namespace) that this replica has seen; the revision it started at when none since.
+   */
+  revisionOf(namespace: string, service?: string): number {
+    return this.last.get(keyOf(namespace, service)) ?? this.startedAt;
+  }
+
+  /**
+   * Resolves once a change to the service (or namespace) lifts its revision past `index`, or after
+   * `ms`, or when `signal` aborts, whichever comes first. An index this replica has not reached
+   * (one from a replica ahead of it) resolves at once.
+   */
+  async waitPast(namespace: string, service: string | undefined, index: number, ms: number, signal: AbortSignal): Promise<void> {
+    if (this.revisionOf(namespace, service) > index || index > this.cursor || signal.aborted) return;
+    await new Promise<void>((resolve) => {
+      let finished = false;
+      const done = () => {
+        if (finished) return;
+        finished = true;
+        clearTimeout(timer);
+        signal.removeEventListener("abort", done);
+        unsubscribe();
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal.addEventListener("abort", done, { once: true });
+      const unsubscribe = this.subscribe({ namespace, service, guards: [], onChange: done, onNamespaceChanged: () => undefined });
+    });
   }
 
   /** Returns the function that ends the subscription. */
@@ -126,8 +168,10 @@ export class ChangeFeed {
           const changes = await changesSince(this.db, this.cursor, PAGE);
           for (const change of changes) {
             this.cursor = change.revision;
-            for (const subscriber of this.subscribers.get(keyOf(change.namespace, change.service)) ?? []) {
-              subscriber.onChange(change);
+            for (const listener of this.listeners) listener(change);
+            for (const key of [keyOf(change.namespace, change.service), keyOf(change.namespace)]) {
+              this.last.set(key, change.revision);
+              for (const subscriber of this.subscribers.get(key) ?? []) subscriber.onChange(change);
             }
           }
           if (changes.length < PAGE) break;
@@ -139,8 +183,8 @@ export class ChangeFeed {
   }
 }
 
-function keyOf(namespace: string, service: string): string {
-  return `${namespace}\u0000${service}`;
+function keyOf(namespace: string, service?: string): string {
+  return service === undefined ? namespace : `${namespace}\u0000${service}`;
 }
 
 function addTo<K, V>(map: Map<K, Set<V>>, key: K, value: V): void {

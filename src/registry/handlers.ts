@@ -6,6 +6,9 @@ import type { WatchEvent } from "./instance-watch.js";
 import type { InstanceView } from "./repository.js";
 import type { RegistryService } from "./service.js";
 
+/** The index a blocking query passes back, as Consul's X-Consul-Index. */
+const INDEX_HEADER = "x-atrium-index";
+
 export function registryService(registry: RegistryService) {
   return defineService(
     RegistryServiceService,
@@ -35,7 +38,8 @@ export function registryService(registry: RegistryService) {
       }),
 
       listServices: async (request, ctx) => {
-        const { amount, rows } = await registry.listServices(ctx.principal, request.namespace, request);
+        const { amount, rows, index } = await registry.listServices(ctx.principal, request, ctx.signal);
+        ctx.setResponseHeader(INDEX_HEADER, String(index));
         return {
           amount,
           services: rows.map((s) => ({
@@ -48,9 +52,11 @@ export function registryService(registry: RegistryService) {
         };
       },
 
-      listInstances: async (request, ctx) => ({
-        instances: (await registry.listInstances(ctx.principal, request)).map((i) => toInstance(request.namespace, i)),
-      }),
+      listInstances: async (request, ctx) => {
+        const { rows, index } = await registry.listInstances(ctx.principal, request, ctx.signal);
+        ctx.setResponseHeader(INDEX_HEADER, String(index));
+        return { instances: rows.map((i) => toInstance(request.namespace, i)) };
+      },
 
       deleteService: async (request, ctx) => {
         await registry.deleteService(ctx.principal, request);

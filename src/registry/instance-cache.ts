@@ -3,6 +3,7 @@ import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { Logger } from "../platform/logger.js";
 import { Periodic } from "../platform/periodic.js";
+import type { ChangeFeed } from "./change-feed.js";
 import { loadRegistry, type InstanceView, type ServiceView } from "./repository.js";
 
 /** One service as held in memory: its listing with counts, and its instances by host and port. */
@@ -35,8 +36,12 @@ export class InstanceCache {
   constructor(
     private readonly db: Db,
     notifications: Notifications,
+    feed: ChangeFeed,
     logger: Logger,
   ) {
+    // The feed may hear of a change before the namespace notice arrives; a blocking query woken by
+    // it must not be answered from rows older than the change.
+    feed.onChange((change) => this.invalidate(change.namespace));
     notifications.on(NAMESPACES_CHANNEL, (name) => this.invalidate(name));
     notifications.on(HEARTBEATS_CHANNEL, (names) => {
       for (const name of names.split("\n")) this.invalidate(name);

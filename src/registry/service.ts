@@ -3,10 +3,12 @@ import type {
   DeleteServiceRequest,
   HeartbeatRequest,
   ListInstancesRequest,
+  ListServicesRequest,
   RegisterInstanceRequest,
   UpdateInstanceRequest,
   WatchInstancesRequest,
 } from "../../gen/v1/registry_service.js";
+import type { Duration } from "../../gen/google/protobuf/duration.js";
 import { isAdmin, type Principal } from "../platform/auth.js";
 import { checkBatchSize, settle, type BatchResult } from "../platform/batch.js";
 import { NAMESPACES_CHANNEL } from "../platform/db/channels.js";
@@ -35,6 +37,8 @@ const MAX_TTL_SECONDS = 3_600;
 const UPDATABLE = ["weight", "metadata", "isolate"] as const;
 const MAX_HEARTBEATS_PER_CALL = 1_000;
 const SERVICE_PAGES = { defaultSize: 100, maxSize: 1000 };
+const DEFAULT_WAIT_MS = 5 * 60_000;
+const MAX_WAIT_MS = 10 * 60_000;
 
 export interface RegistryServiceOptions {
   db: Db;
@@ -150,29 +154,38 @@ export class RegistryService {
     });
   }
 
+  /** A blocking query (index and wait) answers once the namespace's index passes the caller's. */
   async listServices(
     principal: Principal,
-    namespace: string,
-    page: { offset: number; limit: number },
-  ): Promise<{ amount: number; rows: ServiceView[] }> {
+    request: ListServicesRequest,
+    signal: AbortSignal,
+  ): Promise<{ amount: number; rows: ServiceView[]; index: number }> {
     const violations = new Violations();
-    checkName(violations, "namespace", namespace);
+    checkName(violations, "namespace", request.namespace);
+    const waitMs = blockingWait(violations, request);
     violations.throwIfAny();
-    const namespaceId = await this.mayRead(principal, namespace);
-    const { offset, limit } = pageOf(page, SERVICE_PAGES);
-    const services = [...(await this.instances.services(namespace, namespaceId)).values()];
-    return { amount: services.length, rows: services.slice(offset, offset + limit).map((s) => s.view) };
+    const namespaceId = await this.mayRead(principal, request.namespace);
+    const { offset, limit } = pageOf(request, SERVICE_PAGES);
+    if (waitMs !== undefined) await this.feed.waitPast(request.namespace, undefined, request.index, waitMs, signal);
+    // Read before the rows, so the rows are never older than the index.
+    const index = this.feed.revisionOf(request.namespace);
+    const services = [...(await this.instances.services(request.namespace, namespaceId)).values()];
+    return { amount: services.length, rows: services.slice(offset, offset + limit).map((s) => s.view), index };
   }
 
-  async listInstances(principal: Principal, request: ListInstancesRequest): Promise<InstanceView[]> {
+  /** A blocking query (index and wait) answers once the service's index passes the caller's. */
+  async listInstances(principal: Principal, request: ListInstancesRequest, signal: AbortSignal): Promise<{ rows: InstanceView[]; index: number }> {
     const violations = new Violations();
     checkName(violations, "namespace", request.namespace);
     checkServiceName(violations, request.service);
+    const waitMs = blockingWait(violations, request);
     violations.throwIfAny();
     const namespaceId = await this.mayRead(principal, request.namespace);
+    if (waitMs !== undefined) await this.feed.waitPast(request.namespace, request.service, request.index, waitMs, signal);
+    const index = this.feed.revisionOf(request.namespace, request.service);
     const service = (await this.instances.services(request.namespace, namespaceId)).get(request.service);
     if (!service) throw serviceNotFound(request.namespace, request.service);
-    return request.healthyOnly ? service.instances.filter(isHealthy) : service.instances;
+    return { rows: request.healthyOnly ? service.instances.filter(isHealthy) : service.instances, index };
   }
 
   async deleteService(principal: Principal, request: DeleteServiceRequest): Promise<void> {
@@ -294,6 +307,18 @@ function changesOfUpdate(before: InstanceView, after: InstanceView): InstanceCha
   if (before.isolate !== after.isolate) return [{ instanceId: after.id, kind: "isolation_changed" }];
   const same = before.weight === after.weight && JSON.stringify(before.metadata) === JSON.stringify(after.metadata);
   return same ? [] : [{ instanceId: after.id, kind: "updated" }];
+}
+
+/** How long a blocking query waits (undefined: it does not block); adds violations for a bad wait. */
+function blockingWait(violations: Violations, request: { index: number; wait: Duration | undefined }): number | undefined {
+  if (request.wait === undefined) return request.index > 0 ? DEFAULT_WAIT_MS : undefined;
+  const ms = request.wait.seconds * 1000 + request.wait.nanos / 1e6;
+  if (!(ms > 0) || ms > MAX_WAIT_MS) {
+    violations.add("wait", `must be more than 0s and at most ${MAX_WAIT_MS / 1000}s`);
+    return undefined;
+  }
+  if (request.index === 0) violations.add("index", "is required with wait: the x-atrium-index of the previous answer");
+  return ms;
 }
 
 function checkServiceName(violations: Violations, service: string, field = "service"): void {

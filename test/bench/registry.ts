@@ -54,8 +54,8 @@ export async function benchRegistry(server: ServerProcess, adminToken: string): 
     const options = { concurrency: CONCURRENCY, durationMs: DURATION_MS, cpuMs: server.cpuMs };
     const raw = [...clients.values()][0]!;
     const health = HealthCheckRequest.encode({ service: "" }).finish();
-    const list = ListInstancesRequest.encode({ namespace: "reg-bench-0", service: "svc-0", healthyOnly: false }).finish();
-    const listHealthy = ListInstancesRequest.encode({ namespace: "reg-bench-0", service: "svc-0", healthyOnly: true }).finish();
+    const list = ListInstancesRequest.encode({ namespace: "reg-bench-0", service: "svc-0", healthyOnly: false, index: 0, wait: undefined }).finish();
+    const listHealthy = ListInstancesRequest.encode({ namespace: "reg-bench-0", service: "svc-0", healthyOnly: true, index: 0, wait: undefined }).finish();
     // Each batch holds one namespace's instances, sent with that namespace's token.
     const batches: { token: string; request: Uint8Array }[] = [];
     const byToken = Map.groupBy(heartbeats, (h) => h.token);

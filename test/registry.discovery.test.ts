@@ -81,3 +81,60 @@ describe("ListInstances and ListServices from memory", () => {
     expect(listed.body.instances).toHaveLength(19);
   });
 });
+
+describe("blocking queries over HTTP", () => {
+  const list = (t: TestApp, query = "") => t.http("GET", `/v1/namespaces/block/services/api/instances${query}`, { token: ADMIN_TOKEN });
+
+  it("answer as soon as the index passes the caller's, with the new list and index", async () => {
+    await a.admin.namespaces.createNamespace({ namespace: { name: "block" } });
+    await a.admin.registry.registerInstance({ namespace: "block", service: "api", host: "h", port: 1, ttlSeconds: 60 });
+    const first = await list(b);
+    const index = Number(first.headers.get("x-atrium-index"));
+    expect(index).toBeGreaterThan(0);
+
+    // Waits up to 300 s; the registration on the other replica wakes it.
+    const blocked = list(b, `?index=${index}&wait=300s`);
+    let answered = false;
+    void blocked.then(() => (answered = true));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(answered).toBe(false);
+    // A change to another service of the namespace does not wake it.
+    await a.admin.registry.registerInstance({ namespace: "block", service: "other", host: "h", port: 1, ttlSeconds: 60 });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(answered).toBe(false);
+    await a.admin.registry.registerInstance({ namespace: "block", service: "api", host: "h", port: 2, ttlSeconds: 60 });
+    const woken = await blocked;
+    expect(woken.status).toBe(200);
+    expect(woken.body.instances.map((i: { port: number }) => i.port)).toEqual([1, 2]);
+    expect(Number(woken.headers.get("x-atrium-index"))).toBeGreaterThan(index);
+
+    // ListServices blocks on the whole namespace.
+    const services = await b.http("GET", "/v1/namespaces/block/services", { token: ADMIN_TOKEN });
+    const servicesIndex = Number(services.headers.get("x-atrium-index"));
+    const blockedServices = b.http("GET", `/v1/namespaces/block/services?index=${servicesIndex}&wait=300s`, { token: ADMIN_TOKEN });
+    await a.admin.registry.registerInstance({ namespace: "block", service: "third", host: "h", port: 1, ttlSeconds: 60 });
+    expect((await blockedServices).body.services.map((s: { name: string }) => s.name)).toEqual(["api", "other", "third"]);
+  });
+
+  it("answer at the end of the wait with the same list and index when nothing changed", async () => {
+    const now = await list(a);
+    const index = now.headers.get("x-atrium-index");
+    const waited = await list(a, `?index=${index}&wait=0.5s`);
+    expect(waited.status).toBe(200);
+    expect(waited.headers.get("x-atrium-index")).toBe(index);
+    expect(waited.body).toEqual(now.body);
+  });
+
+  it.each([
+    ["?index=1&wait=soon", "wait"],
+    ["?index=1&wait=601s", "wait"],
+    ["?index=1&wait=-1s", "wait"],
+    ["?wait=1s", "index"],
+    ["?index=-1&wait=1s", "index"],
+    ["?index=x&wait=1s", "index"],
+  ])("refuse %s naming %s", async (query, field) => {
+    const bad = await list(a, query);
+    expect(bad.status).toBe(400);
+    expect(bad.body.details[0].field_violations.map((v: { field: string }) => v.field)).toEqual([field]);
+  });
+});
