@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ApiError, Code, type ResponseStream } from "../src/client/index.js";
+import { Code } from "../src/client/index.js";
 import { InstanceChangeKind, type WatchInstancesResponse } from "../gen/v1/registry_service.js";
 import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/app.js";
 import { createTestDatabase } from "./support/database.js";
+import { gauge, streamReader } from "./support/streams.js";
 import { until } from "./support/expect.js";
 
 let databaseUrl: string;
@@ -22,39 +23,8 @@ afterAll(async () => {
   await Promise.all([a?.stop(), b?.stop()]);
 });
 
-/** Reads a stream one message at a time; `end` is how the stream finished (an ApiError when it failed). */
-function reader(stream: ResponseStream<WatchInstancesResponse>) {
-  const iterator = stream[Symbol.asyncIterator]();
-  return {
-    async next(timeoutMs = 5_000): Promise<WatchInstancesResponse> {
-      let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no message within ${timeoutMs} ms`)), timeoutMs);
-      });
-      try {
-        const result = await Promise.race([iterator.next(), timeout]);
-        if (result.done) throw new Error("the stream ended");
-        return result.value;
-      } finally {
-        clearTimeout(timer);
-      }
-    },
-    /** Waits for the stream to end and returns its error. */
-    async end(): Promise<ApiError> {
-      try {
-        for (;;) if ((await iterator.next()).done) throw new Error("the stream ended OK");
-      } catch (error) {
-        expect(error).toBeInstanceOf(ApiError);
-        return error as ApiError;
-      }
-    },
-    cancel: () => stream.cancel(),
-  };
-}
-
 async function watchers(t: TestApp): Promise<number> {
-  const { body } = await t.http("GET", "/metrics", { token: ADMIN_TOKEN });
-  return Number(/^atrium_registry_watchers (\d+)$/m.exec(body as string)?.[1]);
+  return gauge(t, "atrium_registry_watchers", ADMIN_TOKEN);
 }
 
 function kindOf(message: WatchInstancesResponse): InstanceChangeKind | undefined {
@@ -66,7 +36,7 @@ describe("WatchInstances", () => {
     await a.admin.namespaces.createNamespace({ namespace: { name: "watched" } });
     const first = await a.admin.registry.registerInstance({ namespace: "watched", service: "api", host: "10.0.0.1", port: 80, ttlSeconds: 60 });
 
-    const watch = reader(b.admin.registry.watchInstances({ namespace: "watched", service: "api" }));
+    const watch = streamReader(b.admin.registry.watchInstances({ namespace: "watched", service: "api" }));
     const snapshot = await watch.next();
     expect(snapshot.snapshot).toBe(true);
     expect(snapshot.instances.map((i) => i.id)).toEqual([first.instance!.id]);
@@ -107,7 +77,7 @@ describe("WatchInstances", () => {
 
   it("resumes from a revision with exactly the changes missed, or a fresh list when they are gone", async () => {
     await a.admin.namespaces.createNamespace({ namespace: { name: "resume" } });
-    const watch = reader(a.admin.registry.watchInstances({ namespace: "resume", service: "api" }));
+    const watch = streamReader(a.admin.registry.watchInstances({ namespace: "resume", service: "api" }));
     const start = await watch.next();
     expect(start).toMatchObject({ snapshot: true, instances: [] });
     watch.cancel();
@@ -119,7 +89,7 @@ describe("WatchInstances", () => {
     // Changes to other services in between are not sent.
     await b.admin.registry.registerInstance({ namespace: "resume", service: "other", host: "h", port: 9, ttlSeconds: 60 });
 
-    const resumed = reader(b.admin.registry.watchInstances({ namespace: "resume", service: "api", revision: start.revision }));
+    const resumed = streamReader(b.admin.registry.watchInstances({ namespace: "resume", service: "api", revision: start.revision }));
     const missed = [await resumed.next(), await resumed.next(), await resumed.next()];
     expect(missed.map((m) => [m.snapshot, kindOf(m), m.change!.instance!.id])).toEqual(
       made.map((i) => [false, InstanceChangeKind.INSTANCE_CHANGE_KIND_REGISTERED, i.id]),
@@ -136,7 +106,7 @@ describe("WatchInstances", () => {
     }
     let fresh: WatchInstancesResponse | undefined;
     await until(async () => {
-      const again = reader(a.admin.registry.watchInstances({ namespace: "resume", service: "api", revision: last }));
+      const again = streamReader(a.admin.registry.watchInstances({ namespace: "resume", service: "api", revision: last }));
       fresh = await again.next();
       again.cancel();
       return fresh.snapshot;
@@ -147,7 +117,7 @@ describe("WatchInstances", () => {
 
   it("ends with UNAUTHENTICATED when the watching token is rotated, NOT_FOUND when the namespace is deleted", async () => {
     const home = (await a.admin.namespaces.createNamespace({ namespace: { name: "tokenwatch" } })).namespace!;
-    const asHome = reader(b.client(home.token!).registry.watchInstances({ namespace: "tokenwatch", service: "api" }));
+    const asHome = streamReader(b.client(home.token!).registry.watchInstances({ namespace: "tokenwatch", service: "api" }));
     expect((await asHome.next()).snapshot).toBe(true);
     await a.admin.namespaces.updateNamespaceToken({ name: "tokenwatch" });
     const rotated = await asHome.end();
@@ -155,7 +125,7 @@ describe("WatchInstances", () => {
     expect(rotated.reason).toBe("INVALID_NAMESPACE_TOKEN");
 
     await a.admin.namespaces.createNamespace({ namespace: { name: "doomed" } });
-    const onDoomed = reader(b.admin.registry.watchInstances({ namespace: "doomed", service: "api" }));
+    const onDoomed = streamReader(b.admin.registry.watchInstances({ namespace: "doomed", service: "api" }));
     expect((await onDoomed.next()).snapshot).toBe(true);
     await a.admin.namespaces.deleteNamespace({ name: "doomed" });
     const deleted = await onDoomed.end();
@@ -169,28 +139,28 @@ describe("WatchInstances", () => {
     await a.admin.namespaces.createNamespace({ namespace: { name: "private" } });
     const asReader = b.client(reader_.token!).registry;
 
-    const denied = await reader(asReader.watchInstances({ namespace: "private", service: "api" })).end();
+    const denied = await streamReader(asReader.watchInstances({ namespace: "private", service: "api" })).end();
     expect(denied.code).toBe(Code.PERMISSION_DENIED);
     expect(denied.reason).toBe("NOT_EXPORTED");
 
-    const shared = reader(asReader.watchInstances({ namespace: "sharing", service: "api" }));
+    const shared = streamReader(asReader.watchInstances({ namespace: "sharing", service: "api" }));
     expect((await shared.next()).snapshot).toBe(true);
     await a.admin.namespaces.updateNamespace({ namespace: { name: "sharing", serviceExportTo: [] }, updateMask: ["service_export_to"] });
     expect((await shared.end()).code).toBe(Code.PERMISSION_DENIED);
   });
 
   it("names each bad field", async () => {
-    const error = await reader(a.admin.registry.watchInstances({ namespace: "", service: "not a name!" })).end();
+    const error = await streamReader(a.admin.registry.watchInstances({ namespace: "", service: "not a name!" })).end();
     expect(error.code).toBe(Code.INVALID_ARGUMENT);
     expect(error.fieldViolations.map((v) => v.field).sort()).toEqual(["namespace", "service"]);
-    const missing = await reader(a.admin.registry.watchInstances({ namespace: "nowhere", service: "api" })).end();
+    const missing = await streamReader(a.admin.registry.watchInstances({ namespace: "nowhere", service: "api" })).end();
     expect(missing.code).toBe(Code.NOT_FOUND);
   });
 
   it("frees every watcher of 1,000 opened and cancelled streams", async () => {
     await a.admin.namespaces.createNamespace({ namespace: { name: "churn" } });
     for (let round = 0; round < 10; round++) {
-      const streams = Array.from({ length: 100 }, () => reader(b.admin.registry.watchInstances({ namespace: "churn", service: "api" })));
+      const streams = Array.from({ length: 100 }, () => streamReader(b.admin.registry.watchInstances({ namespace: "churn", service: "api" })));
       await Promise.all(streams.map((s) => s.next()));
       if (round === 0) expect(await watchers(b)).toBe(100);
       for (const s of streams) s.cancel();
@@ -201,7 +171,7 @@ describe("WatchInstances", () => {
   it("ends open streams with UNAVAILABLE when the replica shuts down", async () => {
     await a.admin.namespaces.createNamespace({ namespace: { name: "shutdown" } });
     const c = await startTestApp(databaseUrl, env);
-    const watch = reader(c.admin.registry.watchInstances({ namespace: "shutdown", service: "api" }));
+    const watch = streamReader(c.admin.registry.watchInstances({ namespace: "shutdown", service: "api" }));
     expect((await watch.next()).snapshot).toBe(true);
     const [ended] = await Promise.all([watch.end(), c.app.stop()]);
     expect(ended.code).toBe(Code.UNAVAILABLE);

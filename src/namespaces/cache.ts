@@ -27,6 +27,7 @@ export class NamespaceCache {
   private readonly loading = new Map<string, Promise<NamespaceView | undefined>>();
 
   private readonly checks: Periodic;
+  private readonly changeListeners = new Set<(name: string | undefined) => void>();
 
   constructor(
     private readonly db: Db,
@@ -75,6 +76,21 @@ export class NamespaceCache {
     this.loading.delete(name);
     this.drop(name);
     if (this.complete) this.stale.add(name);
+    for (const listener of this.changeListeners) listener(name);
+  }
+
+  /**
+   * Calls `listener` with the name of every namespace said to have changed, or undefined when any may
+   * have (the cache starts over); returns the function that stops it.
+   */
+  onChange(listener: (name: string | undefined) => void): () => void {
+    this.changeListeners.add(listener);
+    return () => this.changeListeners.delete(listener);
+  }
+
+  /** Listeners from onChange (namespace watchers) now. */
+  get listeners(): number {
+    return this.changeListeners.size;
   }
 
   clear(): void {
@@ -85,6 +101,7 @@ export class NamespaceCache {
     this.stale.clear();
     this.sorted = undefined;
     this.complete = false;
+    for (const listener of this.changeListeners) listener(undefined);
   }
 
   async get(name: string): Promise<NamespaceView | undefined> {

@@ -1,6 +1,6 @@
 import type { WatchInstancesRequest } from "../../gen/v1/registry_service.js";
 import type { Db } from "../platform/db/database.js";
-import { Code, RpcError } from "../platform/errors.js";
+import { cancellation, Code, RpcError } from "../platform/errors.js";
 import type { ChangeFeed } from "./change-feed.js";
 import { changesSince, listInstances, revisionState, type ChangeView, type InstanceView } from "./repository.js";
 
@@ -59,7 +59,7 @@ export class InstanceWatch {
     try {
       let last = await this.start(send);
       for (;;) {
-        if (signal.aborted) throw abortError(signal);
+        if (signal.aborted) throw cancellation(signal);
         if (this.failure) throw this.failure;
         const change = this.queue.shift();
         if (!change) {
@@ -108,8 +108,4 @@ export class InstanceWatch {
     this.wake = undefined;
     wake?.();
   }
-}
-
-function abortError(signal: AbortSignal): RpcError {
-  return signal.reason instanceof RpcError ? signal.reason : new RpcError(Code.CANCELLED, "the call was cancelled");
 }
