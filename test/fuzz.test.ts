@@ -94,11 +94,39 @@ function grpcClient(): grpc.Client {
   return client;
 }
 
-/** One raw unary call; resolves with its status code (a call left unanswered fails at its deadline). */
-function grpcCall(path: string, bytes: Uint8Array, token: string | undefined): Promise<grpc.status> {
+/**
+ * One raw call; resolves with its status code (a call left unanswered fails at its deadline). A
+ * server stream counts as OK once its first message arrives, and is then cancelled.
+ */
+function grpcCall(path: string, bytes: Uint8Array, token: string | undefined, streaming = false): Promise<grpc.status> {
   sent++;
   const metadata = new grpc.Metadata();
   if (token) metadata.set("authorization", `Bearer ${token}`);
+  if (streaming) {
+    return new Promise((resolve) => {
+      const call = grpcClient().makeServerStreamRequest(
+        path,
+        (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength),
+        (b: Buffer) => b,
+        bytes,
+        metadata,
+        { deadline: Date.now() + CALL_TIMEOUT_MS },
+      );
+      let settled = false;
+      const settle = (code: grpc.status) => {
+        if (settled) return;
+        settled = true;
+        tally(`grpc ${grpc.status[code]}`);
+        resolve(code);
+      };
+      call.once("data", () => {
+        settle(grpc.status.OK);
+        call.cancel();
+      });
+      call.on("error", (error: grpc.ServiceError) => settle(error.code));
+      call.once("end", () => settle(grpc.status.OK));
+    });
+  }
   return new Promise((resolve) => {
     grpcClient().makeUnaryRequest(
       path,
@@ -186,7 +214,7 @@ describe("fuzzing every method", () => {
           const token = credential(g);
           const valid = toBinary(method.desc.input, binaryMessage(method.desc.input, g).message);
           const bytes = g(fc.integer, { min: 0, max: 4 }) === 0 ? brokenBytes(valid, g) : valid;
-          const code = await grpcCall(method.grpcPath, bytes, token);
+          const code = await grpcCall(method.grpcPath, bytes, token, method.desc.methodKind === "server_streaming");
           expect(BAD_GRPC.has(code), `gRPC answered ${grpc.status[code]}`).toBe(false);
         }),
         { seed: SEED, numRuns: RUNS, endOnFailure: true },

@@ -11,7 +11,9 @@ import {
   type ChannelCredentials,
   Client,
   type ClientOptions,
+  type ClientReadableStream,
   type ClientUnaryCall,
+  type handleServerStreamingCall,
   type handleUnaryCall,
   makeGenericClientConstructor,
   type Metadata,
@@ -24,6 +26,59 @@ import { Namespace } from "./namespace.js";
 export const protobufPackage = "v1";
 
 export const protobufFileName = "v1/namespace_service.proto";
+
+export enum NamespaceChangeKind {
+  NAMESPACE_CHANGE_KIND_UNSPECIFIED = "NAMESPACE_CHANGE_KIND_UNSPECIFIED",
+  NAMESPACE_CHANGE_KIND_CREATED = "NAMESPACE_CHANGE_KIND_CREATED",
+  /** NAMESPACE_CHANGE_KIND_UPDATED - Its record changed (comment, owners, exports, metadata, grants, token). */
+  NAMESPACE_CHANGE_KIND_UPDATED = "NAMESPACE_CHANGE_KIND_UPDATED",
+  NAMESPACE_CHANGE_KIND_DELETED = "NAMESPACE_CHANGE_KIND_DELETED",
+  /** NAMESPACE_CHANGE_KIND_COUNTS_CHANGED - Only its service or instance counts changed. */
+  NAMESPACE_CHANGE_KIND_COUNTS_CHANGED = "NAMESPACE_CHANGE_KIND_COUNTS_CHANGED",
+  UNRECOGNIZED = "UNRECOGNIZED",
+}
+
+export function namespaceChangeKindFromJSON(object: any): NamespaceChangeKind {
+  switch (object) {
+    case 0:
+    case "NAMESPACE_CHANGE_KIND_UNSPECIFIED":
+      return NamespaceChangeKind.NAMESPACE_CHANGE_KIND_UNSPECIFIED;
+    case 1:
+    case "NAMESPACE_CHANGE_KIND_CREATED":
+      return NamespaceChangeKind.NAMESPACE_CHANGE_KIND_CREATED;
+    case 2:
+    case "NAMESPACE_CHANGE_KIND_UPDATED":
+      return NamespaceChangeKind.NAMESPACE_CHANGE_KIND_UPDATED;
+    case 3:
+    case "NAMESPACE_CHANGE_KIND_DELETED":
+      return NamespaceChangeKind.NAMESPACE_CHANGE_KIND_DELETED;
+    case 4:
+    case "NAMESPACE_CHANGE_KIND_COUNTS_CHANGED":
+      return NamespaceChangeKind.NAMESPACE_CHANGE_KIND_COUNTS_CHANGED;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return NamespaceChangeKind.UNRECOGNIZED;
+  }
+}
+
+export function namespaceChangeKindToNumber(object: NamespaceChangeKind): number {
+  switch (object) {
+    case NamespaceChangeKind.NAMESPACE_CHANGE_KIND_UNSPECIFIED:
+      return 0;
+    case NamespaceChangeKind.NAMESPACE_CHANGE_KIND_CREATED:
+      return 1;
+    case NamespaceChangeKind.NAMESPACE_CHANGE_KIND_UPDATED:
+      return 2;
+    case NamespaceChangeKind.NAMESPACE_CHANGE_KIND_DELETED:
+      return 3;
+    case NamespaceChangeKind.NAMESPACE_CHANGE_KIND_COUNTS_CHANGED:
+      return 4;
+    case NamespaceChangeKind.UNRECOGNIZED:
+    default:
+      return -1;
+  }
+}
 
 export interface CreateNamespaceRequest {
   namespace: Namespace | undefined;
@@ -137,6 +192,19 @@ export interface UpdateNamespaceTokenResponse {
   name: string;
   /** The new token; the previous one stops working at once. */
   token: string;
+}
+
+export interface WatchNamespacesRequest {
+}
+
+export interface WatchNamespacesResponse {
+  /** Set on the first message, which lists every namespace in `namespaces`. */
+  snapshot: boolean;
+  namespaces: Namespace[];
+  /** Set on every later message. */
+  kind: NamespaceChangeKind;
+  /** The namespace after the change (before it, for DELETED); tokens are never sent. */
+  namespace: Namespace | undefined;
 }
 
 function createBaseCreateNamespaceRequest(): CreateNamespaceRequest {
@@ -1434,6 +1502,147 @@ export const UpdateNamespaceTokenResponse: MessageFns<UpdateNamespaceTokenRespon
   },
 };
 
+function createBaseWatchNamespacesRequest(): WatchNamespacesRequest {
+  return {};
+}
+
+export const WatchNamespacesRequest: MessageFns<WatchNamespacesRequest> = {
+  encode(_: WatchNamespacesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchNamespacesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchNamespacesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<WatchNamespacesRequest>, I>>(base?: I): WatchNamespacesRequest {
+    return WatchNamespacesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WatchNamespacesRequest>, I>>(_: I): WatchNamespacesRequest {
+    const message = createBaseWatchNamespacesRequest();
+    return message;
+  },
+};
+
+function createBaseWatchNamespacesResponse(): WatchNamespacesResponse {
+  return {
+    snapshot: false,
+    namespaces: [],
+    kind: NamespaceChangeKind.NAMESPACE_CHANGE_KIND_UNSPECIFIED,
+    namespace: undefined,
+  };
+}
+
+export const WatchNamespacesResponse: MessageFns<WatchNamespacesResponse> = {
+  encode(message: WatchNamespacesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.snapshot !== false) {
+      writer.uint32(8).bool(message.snapshot);
+    }
+    for (const v of message.namespaces) {
+      Namespace.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.kind !== NamespaceChangeKind.NAMESPACE_CHANGE_KIND_UNSPECIFIED) {
+      writer.uint32(24).int32(namespaceChangeKindToNumber(message.kind));
+    }
+    if (message.namespace !== undefined) {
+      Namespace.encode(message.namespace, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchNamespacesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchNamespacesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.snapshot = reader.bool();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.namespaces.push(Namespace.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.kind = namespaceChangeKindFromJSON(reader.int32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.namespace = Namespace.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<WatchNamespacesResponse>, I>>(base?: I): WatchNamespacesResponse {
+    return WatchNamespacesResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WatchNamespacesResponse>, I>>(object: I): WatchNamespacesResponse {
+    const message = createBaseWatchNamespacesResponse();
+    message.snapshot = object.snapshot ?? false;
+    message.namespaces = object.namespaces?.map((e) => Namespace.fromPartial(e)) || [];
+    message.kind = object.kind ?? NamespaceChangeKind.NAMESPACE_CHANGE_KIND_UNSPECIFIED;
+    message.namespace = (object.namespace !== undefined && object.namespace !== null)
+      ? Namespace.fromPartial(object.namespace)
+      : undefined;
+    return message;
+  },
+};
+
 /** CRUD, listing and token management for namespaces. Needs an API key with the `namespaces` scope. */
 export type NamespaceServiceService = typeof NamespaceServiceService;
 export const NamespaceServiceService = {
@@ -1544,6 +1753,21 @@ export const NamespaceServiceService = {
       Buffer.from(UpdateNamespaceTokenResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): UpdateNamespaceTokenResponse => UpdateNamespaceTokenResponse.decode(value),
   },
+  /**
+   * Follows every namespace: the first message lists them all, then one message per namespace created,
+   * updated, deleted or whose service and instance counts changed. gRPC only.
+   */
+  watchNamespaces: {
+    path: "/v1.NamespaceService/WatchNamespaces" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: WatchNamespacesRequest): Buffer =>
+      Buffer.from(WatchNamespacesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): WatchNamespacesRequest => WatchNamespacesRequest.decode(value),
+    responseSerialize: (value: WatchNamespacesResponse): Buffer =>
+      Buffer.from(WatchNamespacesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): WatchNamespacesResponse => WatchNamespacesResponse.decode(value),
+  },
 } as const;
 
 export interface NamespaceServiceServer extends UntypedServiceImplementation {
@@ -1565,6 +1789,11 @@ export interface NamespaceServiceServer extends UntypedServiceImplementation {
   getNamespaceToken: handleUnaryCall<GetNamespaceTokenRequest, GetNamespaceTokenResponse>;
   /** Replaces the namespace's token with a new one and returns it. */
   updateNamespaceToken: handleUnaryCall<UpdateNamespaceTokenRequest, UpdateNamespaceTokenResponse>;
+  /**
+   * Follows every namespace: the first message lists them all, then one message per namespace created,
+   * updated, deleted or whose service and instance counts changed. gRPC only.
+   */
+  watchNamespaces: handleServerStreamingCall<WatchNamespacesRequest, WatchNamespacesResponse>;
 }
 
 export interface NamespaceServiceClient extends Client {
@@ -1712,6 +1941,19 @@ export interface NamespaceServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: UpdateNamespaceTokenResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * Follows every namespace: the first message lists them all, then one message per namespace created,
+   * updated, deleted or whose service and instance counts changed. gRPC only.
+   */
+  watchNamespaces(
+    request: WatchNamespacesRequest,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<WatchNamespacesResponse>;
+  watchNamespaces(
+    request: WatchNamespacesRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<WatchNamespacesResponse>;
 }
 
 export const NamespaceServiceClient = makeGenericClientConstructor(

@@ -11,13 +11,16 @@ import {
   type ChannelCredentials,
   Client,
   type ClientOptions,
+  type ClientReadableStream,
   type ClientUnaryCall,
+  type handleServerStreamingCall,
   type handleUnaryCall,
   makeGenericClientConstructor,
   type Metadata,
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { Duration } from "../google/protobuf/duration.js";
 import { FieldMask } from "../google/protobuf/field_mask.js";
 import { Timestamp } from "../google/protobuf/timestamp.js";
 import { BatchItemStatus } from "./namespace_service.js";
@@ -25,6 +28,75 @@ import { BatchItemStatus } from "./namespace_service.js";
 export const protobufPackage = "v1";
 
 export const protobufFileName = "v1/registry_service.proto";
+
+export enum InstanceChangeKind {
+  INSTANCE_CHANGE_KIND_UNSPECIFIED = "INSTANCE_CHANGE_KIND_UNSPECIFIED",
+  /** INSTANCE_CHANGE_KIND_REGISTERED - Registered, or registered again at the same host and port. */
+  INSTANCE_CHANGE_KIND_REGISTERED = "INSTANCE_CHANGE_KIND_REGISTERED",
+  /** INSTANCE_CHANGE_KIND_DEREGISTERED - Deregistered, or its service deleted. */
+  INSTANCE_CHANGE_KIND_DEREGISTERED = "INSTANCE_CHANGE_KIND_DEREGISTERED",
+  /** INSTANCE_CHANGE_KIND_EXPIRED - Its TTL ran out without a heartbeat. */
+  INSTANCE_CHANGE_KIND_EXPIRED = "INSTANCE_CHANGE_KIND_EXPIRED",
+  /** INSTANCE_CHANGE_KIND_REVIVED - A heartbeat arrived after it had expired. */
+  INSTANCE_CHANGE_KIND_REVIVED = "INSTANCE_CHANGE_KIND_REVIVED",
+  /** INSTANCE_CHANGE_KIND_UPDATED - Its weight or metadata changed. */
+  INSTANCE_CHANGE_KIND_UPDATED = "INSTANCE_CHANGE_KIND_UPDATED",
+  /** INSTANCE_CHANGE_KIND_ISOLATION_CHANGED - Isolated or released from isolation by an admin. */
+  INSTANCE_CHANGE_KIND_ISOLATION_CHANGED = "INSTANCE_CHANGE_KIND_ISOLATION_CHANGED",
+  UNRECOGNIZED = "UNRECOGNIZED",
+}
+
+export function instanceChangeKindFromJSON(object: any): InstanceChangeKind {
+  switch (object) {
+    case 0:
+    case "INSTANCE_CHANGE_KIND_UNSPECIFIED":
+      return InstanceChangeKind.INSTANCE_CHANGE_KIND_UNSPECIFIED;
+    case 1:
+    case "INSTANCE_CHANGE_KIND_REGISTERED":
+      return InstanceChangeKind.INSTANCE_CHANGE_KIND_REGISTERED;
+    case 2:
+    case "INSTANCE_CHANGE_KIND_DEREGISTERED":
+      return InstanceChangeKind.INSTANCE_CHANGE_KIND_DEREGISTERED;
+    case 3:
+    case "INSTANCE_CHANGE_KIND_EXPIRED":
+      return InstanceChangeKind.INSTANCE_CHANGE_KIND_EXPIRED;
+    case 4:
+    case "INSTANCE_CHANGE_KIND_REVIVED":
+      return InstanceChangeKind.INSTANCE_CHANGE_KIND_REVIVED;
+    case 5:
+    case "INSTANCE_CHANGE_KIND_UPDATED":
+      return InstanceChangeKind.INSTANCE_CHANGE_KIND_UPDATED;
+    case 6:
+    case "INSTANCE_CHANGE_KIND_ISOLATION_CHANGED":
+      return InstanceChangeKind.INSTANCE_CHANGE_KIND_ISOLATION_CHANGED;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return InstanceChangeKind.UNRECOGNIZED;
+  }
+}
+
+export function instanceChangeKindToNumber(object: InstanceChangeKind): number {
+  switch (object) {
+    case InstanceChangeKind.INSTANCE_CHANGE_KIND_UNSPECIFIED:
+      return 0;
+    case InstanceChangeKind.INSTANCE_CHANGE_KIND_REGISTERED:
+      return 1;
+    case InstanceChangeKind.INSTANCE_CHANGE_KIND_DEREGISTERED:
+      return 2;
+    case InstanceChangeKind.INSTANCE_CHANGE_KIND_EXPIRED:
+      return 3;
+    case InstanceChangeKind.INSTANCE_CHANGE_KIND_REVIVED:
+      return 4;
+    case InstanceChangeKind.INSTANCE_CHANGE_KIND_UPDATED:
+      return 5;
+    case InstanceChangeKind.INSTANCE_CHANGE_KIND_ISOLATION_CHANGED:
+      return 6;
+    case InstanceChangeKind.UNRECOGNIZED:
+    default:
+      return -1;
+  }
+}
 
 export interface Service {
   namespace: string;
@@ -146,6 +218,13 @@ export interface ListServicesRequest {
   offset: number;
   /** Page size, default 100, at most 1000. */
   limit: number;
+  /**
+   * A blocking query: with `wait`, answers once the namespace's index (the `x-atrium-index` response
+   * header) passes this one, or after `wait` with the same list.
+   */
+  index: number;
+  /** How long a blocking query may wait, up to 10 minutes; needs `index`. */
+  wait: Duration | undefined;
 }
 
 export interface ListServicesResponse {
@@ -158,6 +237,13 @@ export interface ListInstancesRequest {
   service: string;
   /** Only healthy, non-isolated instances. */
   healthyOnly: boolean;
+  /**
+   * A blocking query: with `wait`, answers once the service's index (the `x-atrium-index` response
+   * header) passes this one, or after `wait` with the same list.
+   */
+  index: number;
+  /** How long a blocking query may wait, up to 10 minutes; needs `index`. */
+  wait: Duration | undefined;
 }
 
 export interface ListInstancesResponse {
@@ -170,6 +256,34 @@ export interface DeleteServiceRequest {
 }
 
 export interface DeleteServiceResponse {
+}
+
+export interface WatchInstancesRequest {
+  namespace: string;
+  service: string;
+  /** Only healthy, non-isolated instances in the list; changes are sent for every instance. */
+  healthyOnly: boolean;
+  /** The last revision the caller saw, to resume after; 0 starts with the whole list. */
+  revision: number;
+}
+
+export interface WatchInstancesResponse {
+  /** Revisions grow with every change to any instance, so they have gaps within one service. */
+  revision: number;
+  /**
+   * Set when `instances` is the whole list (the first message, or a resume from a revision no
+   * longer kept); the caller replaces what it held.
+   */
+  snapshot: boolean;
+  instances: Instance[];
+  /** Set on every message that is not a snapshot. */
+  change: InstanceChange | undefined;
+}
+
+export interface InstanceChange {
+  kind: InstanceChangeKind;
+  /** The instance after the change (before it, for DEREGISTERED). */
+  instance: Instance | undefined;
 }
 
 function createBaseService(): Service {
@@ -1533,7 +1647,7 @@ export const UpdateInstanceResponse: MessageFns<UpdateInstanceResponse> = {
 };
 
 function createBaseListServicesRequest(): ListServicesRequest {
-  return { namespace: "", offset: 0, limit: 0 };
+  return { namespace: "", offset: 0, limit: 0, index: 0, wait: undefined };
 }
 
 export const ListServicesRequest: MessageFns<ListServicesRequest> = {
@@ -1546,6 +1660,12 @@ export const ListServicesRequest: MessageFns<ListServicesRequest> = {
     }
     if (message.limit !== 0) {
       writer.uint32(24).uint32(message.limit);
+    }
+    if (message.index !== 0) {
+      writer.uint32(32).uint64(message.index);
+    }
+    if (message.wait !== undefined) {
+      Duration.encode(message.wait, writer.uint32(42).fork()).join();
     }
     return writer;
   },
@@ -1587,6 +1707,22 @@ export const ListServicesRequest: MessageFns<ListServicesRequest> = {
             message.limit = reader.uint32();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.index = longToNumber(reader.uint64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.wait = Duration.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1607,6 +1743,8 @@ export const ListServicesRequest: MessageFns<ListServicesRequest> = {
     message.namespace = object.namespace ?? "";
     message.offset = object.offset ?? 0;
     message.limit = object.limit ?? 0;
+    message.index = object.index ?? 0;
+    message.wait = (object.wait !== undefined && object.wait !== null) ? Duration.fromPartial(object.wait) : undefined;
     return message;
   },
 };
@@ -1679,7 +1817,7 @@ export const ListServicesResponse: MessageFns<ListServicesResponse> = {
 };
 
 function createBaseListInstancesRequest(): ListInstancesRequest {
-  return { namespace: "", service: "", healthyOnly: false };
+  return { namespace: "", service: "", healthyOnly: false, index: 0, wait: undefined };
 }
 
 export const ListInstancesRequest: MessageFns<ListInstancesRequest> = {
@@ -1692,6 +1830,12 @@ export const ListInstancesRequest: MessageFns<ListInstancesRequest> = {
     }
     if (message.healthyOnly !== false) {
       writer.uint32(24).bool(message.healthyOnly);
+    }
+    if (message.index !== 0) {
+      writer.uint32(32).uint64(message.index);
+    }
+    if (message.wait !== undefined) {
+      Duration.encode(message.wait, writer.uint32(42).fork()).join();
     }
     return writer;
   },
@@ -1733,6 +1877,22 @@ export const ListInstancesRequest: MessageFns<ListInstancesRequest> = {
             message.healthyOnly = reader.bool();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.index = longToNumber(reader.uint64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.wait = Duration.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1753,6 +1913,8 @@ export const ListInstancesRequest: MessageFns<ListInstancesRequest> = {
     message.namespace = object.namespace ?? "";
     message.service = object.service ?? "";
     message.healthyOnly = object.healthyOnly ?? false;
+    message.index = object.index ?? 0;
+    message.wait = (object.wait !== undefined && object.wait !== null) ? Duration.fromPartial(object.wait) : undefined;
     return message;
   },
 };
@@ -1922,6 +2084,259 @@ export const DeleteServiceResponse: MessageFns<DeleteServiceResponse> = {
   },
 };
 
+function createBaseWatchInstancesRequest(): WatchInstancesRequest {
+  return { namespace: "", service: "", healthyOnly: false, revision: 0 };
+}
+
+export const WatchInstancesRequest: MessageFns<WatchInstancesRequest> = {
+  encode(message: WatchInstancesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.namespace !== "") {
+      writer.uint32(10).string(message.namespace);
+    }
+    if (message.service !== "") {
+      writer.uint32(18).string(message.service);
+    }
+    if (message.healthyOnly !== false) {
+      writer.uint32(24).bool(message.healthyOnly);
+    }
+    if (message.revision !== 0) {
+      writer.uint32(32).uint64(message.revision);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchInstancesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchInstancesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.namespace = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.service = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.healthyOnly = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.revision = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<WatchInstancesRequest>, I>>(base?: I): WatchInstancesRequest {
+    return WatchInstancesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WatchInstancesRequest>, I>>(object: I): WatchInstancesRequest {
+    const message = createBaseWatchInstancesRequest();
+    message.namespace = object.namespace ?? "";
+    message.service = object.service ?? "";
+    message.healthyOnly = object.healthyOnly ?? false;
+    message.revision = object.revision ?? 0;
+    return message;
+  },
+};
+
+function createBaseWatchInstancesResponse(): WatchInstancesResponse {
+  return { revision: 0, snapshot: false, instances: [], change: undefined };
+}
+
+export const WatchInstancesResponse: MessageFns<WatchInstancesResponse> = {
+  encode(message: WatchInstancesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.revision !== 0) {
+      writer.uint32(8).uint64(message.revision);
+    }
+    if (message.snapshot !== false) {
+      writer.uint32(16).bool(message.snapshot);
+    }
+    for (const v of message.instances) {
+      Instance.encode(v!, writer.uint32(26).fork()).join();
+    }
+    if (message.change !== undefined) {
+      InstanceChange.encode(message.change, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchInstancesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchInstancesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.revision = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.snapshot = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.instances.push(Instance.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.change = InstanceChange.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<WatchInstancesResponse>, I>>(base?: I): WatchInstancesResponse {
+    return WatchInstancesResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WatchInstancesResponse>, I>>(object: I): WatchInstancesResponse {
+    const message = createBaseWatchInstancesResponse();
+    message.revision = object.revision ?? 0;
+    message.snapshot = object.snapshot ?? false;
+    message.instances = object.instances?.map((e) => Instance.fromPartial(e)) || [];
+    message.change = (object.change !== undefined && object.change !== null)
+      ? InstanceChange.fromPartial(object.change)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseInstanceChange(): InstanceChange {
+  return { kind: InstanceChangeKind.INSTANCE_CHANGE_KIND_UNSPECIFIED, instance: undefined };
+}
+
+export const InstanceChange: MessageFns<InstanceChange> = {
+  encode(message: InstanceChange, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.kind !== InstanceChangeKind.INSTANCE_CHANGE_KIND_UNSPECIFIED) {
+      writer.uint32(8).int32(instanceChangeKindToNumber(message.kind));
+    }
+    if (message.instance !== undefined) {
+      Instance.encode(message.instance, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): InstanceChange {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseInstanceChange();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.kind = instanceChangeKindFromJSON(reader.int32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.instance = Instance.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<InstanceChange>, I>>(base?: I): InstanceChange {
+    return InstanceChange.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<InstanceChange>, I>>(object: I): InstanceChange {
+    const message = createBaseInstanceChange();
+    message.kind = object.kind ?? InstanceChangeKind.INSTANCE_CHANGE_KIND_UNSPECIFIED;
+    message.instance = (object.instance !== undefined && object.instance !== null)
+      ? Instance.fromPartial(object.instance)
+      : undefined;
+    return message;
+  },
+};
+
 /**
  * Services and their instances inside namespaces. Callers authenticate with an API key that has the
  * `namespaces` scope, or with a namespace's token, which acts for that namespace only: it registers
@@ -2026,6 +2441,22 @@ export const RegistryServiceService = {
       Buffer.from(DeleteServiceResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): DeleteServiceResponse => DeleteServiceResponse.decode(value),
   },
+  /**
+   * Follows the instances of a service: the first message is the whole list at a revision, then one
+   * message per change, each with its revision. Resuming from a revision sends the changes since then,
+   * or a fresh list when they are no longer kept. gRPC only.
+   */
+  watchInstances: {
+    path: "/v1.RegistryService/WatchInstances" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: WatchInstancesRequest): Buffer =>
+      Buffer.from(WatchInstancesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): WatchInstancesRequest => WatchInstancesRequest.decode(value),
+    responseSerialize: (value: WatchInstancesResponse): Buffer =>
+      Buffer.from(WatchInstancesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): WatchInstancesResponse => WatchInstancesResponse.decode(value),
+  },
 } as const;
 
 export interface RegistryServiceServer extends UntypedServiceImplementation {
@@ -2051,6 +2482,12 @@ export interface RegistryServiceServer extends UntypedServiceImplementation {
   listInstances: handleUnaryCall<ListInstancesRequest, ListInstancesResponse>;
   /** Deletes a service and its instances. */
   deleteService: handleUnaryCall<DeleteServiceRequest, DeleteServiceResponse>;
+  /**
+   * Follows the instances of a service: the first message is the whole list at a revision, then one
+   * message per change, each with its revision. Resuming from a revision sends the changes since then,
+   * or a fresh list when they are no longer kept. gRPC only.
+   */
+  watchInstances: handleServerStreamingCall<WatchInstancesRequest, WatchInstancesResponse>;
 }
 
 export interface RegistryServiceClient extends Client {
@@ -2188,6 +2625,20 @@ export interface RegistryServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DeleteServiceResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * Follows the instances of a service: the first message is the whole list at a revision, then one
+   * message per change, each with its revision. Resuming from a revision sends the changes since then,
+   * or a fresh list when they are no longer kept. gRPC only.
+   */
+  watchInstances(
+    request: WatchInstancesRequest,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<WatchInstancesResponse>;
+  watchInstances(
+    request: WatchInstancesRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<WatchInstancesResponse>;
 }
 
 export const RegistryServiceClient = makeGenericClientConstructor(
@@ -2221,6 +2672,17 @@ function fromTimestamp(t: Timestamp): Date {
   let millis = (t.seconds || 0) * 1_000;
   millis += (t.nanos || 0) / 1_000_000;
   return new globalThis.Date(millis);
+}
+
+function longToNumber(int64: { toString(): string }): number {
+  const num = globalThis.Number(int64.toString());
+  if (num > globalThis.Number.MAX_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
+  }
+  if (num < globalThis.Number.MIN_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
+  }
+  return num;
 }
 
 export interface MessageFns<T> {

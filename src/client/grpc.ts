@@ -4,6 +4,7 @@ import {
   Metadata,
   type CallOptions,
   type Client,
+  type ClientReadableStream,
   type ClientOptions,
   type MethodDefinition,
   type ServiceDefinition,
@@ -27,11 +28,21 @@ export interface CallSettings {
   metadata?: Record<string, string>;
 }
 
-/** A service's methods as promises; requests may leave fields out (they take their defaults). */
+/** The responses of a server-streaming call, read with `for await`; `cancel` ends the call. */
+export interface ResponseStream<Res> extends AsyncIterable<Res> {
+  cancel(): void;
+}
+
+/**
+ * A service's methods as promises (server-streaming ones as response streams); requests may leave
+ * fields out (they take their defaults).
+ */
 export type PromiseClient<S extends ServiceDefinition> = {
-  [K in keyof S]: S[K] extends MethodDefinition<infer Req, infer Res>
-    ? (request?: DeepPartial<Req>, settings?: CallSettings) => Promise<Res>
-    : never;
+  [K in keyof S]: S[K] extends MethodDefinition<infer Req, infer Res> & { responseStream: true }
+    ? (request?: DeepPartial<Req>, settings?: CallSettings) => ResponseStream<Res>
+    : S[K] extends MethodDefinition<infer Req, infer Res>
+      ? (request?: DeepPartial<Req>, settings?: CallSettings) => Promise<Res>
+      : never;
 } & { close(): void };
 
 type MessageModule = Record<string, unknown>;
@@ -41,6 +52,7 @@ type UnaryMethod = (
   options: Partial<CallOptions>,
   callback: (error: ServiceError | null, response: unknown) => void,
 ) => { cancel(): void };
+type StreamMethod = (request: unknown, metadata: Metadata, options: Partial<CallOptions>) => ClientReadableStream<unknown>;
 
 export interface ConnectOptions {
   /** host:port of the gRPC server. */
@@ -70,22 +82,45 @@ export function promiseClient<S extends ServiceDefinition>(
   for (const [key, method] of Object.entries(definition)) {
     const inputName = service?.methods.find((m) => `/${serviceName}/${m.name}` === method.path)?.input.name;
     const codec = inputName ? (messages[inputName] as { fromPartial?: (v: unknown) => unknown }) : undefined;
-    wrapped[key] = (request: unknown = {}, settings: CallSettings = {}) =>
-      new Promise((resolve, reject) => {
-        const metadata = new Metadata();
-        if (options.token) metadata.set("authorization", `Bearer ${options.token}`);
-        for (const [name, value] of Object.entries(settings.metadata ?? {})) metadata.set(name, value);
-        const callOptions: Partial<CallOptions> = {};
-        if (settings.timeoutMs !== undefined) callOptions.deadline = Date.now() + settings.timeoutMs;
-        const call = client[key]!.call(
-          client,
-          codec?.fromPartial ? codec.fromPartial(request) : request,
-          metadata,
-          callOptions,
-          (error, response) => (error ? reject(new ApiError(error)) : resolve(response)),
-        );
-        settings.signal?.addEventListener("abort", () => call.cancel(), { once: true });
-      });
+    const prepare = (request: unknown, settings: CallSettings) => {
+      const metadata = new Metadata();
+      if (options.token) metadata.set("authorization", `Bearer ${options.token}`);
+      for (const [name, value] of Object.entries(settings.metadata ?? {})) metadata.set(name, value);
+      const callOptions: Partial<CallOptions> = {};
+      if (settings.timeoutMs !== undefined) callOptions.deadline = Date.now() + settings.timeoutMs;
+      return { message: codec?.fromPartial ? codec.fromPartial(request) : request, metadata, callOptions };
+    };
+    wrapped[key] = method.responseStream
+      ? (request: unknown = {}, settings: CallSettings = {}) => {
+          const { message, metadata, callOptions } = prepare(request, settings);
+          const call = (client[key] as unknown as StreamMethod).call(client, message, metadata, callOptions);
+          settings.signal?.addEventListener("abort", () => call.cancel(), { once: true });
+          return responseStream(call);
+        }
+      : (request: unknown = {}, settings: CallSettings = {}) =>
+          new Promise((resolve, reject) => {
+            const { message, metadata, callOptions } = prepare(request, settings);
+            const call = client[key]!.call(client, message, metadata, callOptions, (error, response) =>
+              error ? reject(new ApiError(error)) : resolve(response),
+            );
+            settings.signal?.addEventListener("abort", () => call.cancel(), { once: true });
+          });
   }
   return wrapped as PromiseClient<S>;
+}
+
+/** Errors come out as ApiError; leaving the loop early cancels the call. */
+function responseStream(call: ClientReadableStream<unknown>): ResponseStream<unknown> {
+  return {
+    cancel: () => call.cancel(),
+    async *[Symbol.asyncIterator]() {
+      try {
+        for await (const response of call) yield response;
+      } catch (error) {
+        throw error instanceof Error && "code" in error && "metadata" in error ? new ApiError(error as ServiceError) : error;
+      } finally {
+        call.cancel();
+      }
+    },
+  };
 }

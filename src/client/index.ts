@@ -21,7 +21,7 @@ import { promiseClient, type ConnectOptions, type PromiseClient } from "./grpc.j
 
 export { ApiError, Code } from "./errors.js";
 export { verifySignature as verifyWebhookSignature } from "../webhooks/signature.js";
-export type { CallSettings, ConnectOptions, PromiseClient } from "./grpc.js";
+export type { CallSettings, ConnectOptions, PromiseClient, ResponseStream } from "./grpc.js";
 export {
   downloadProjectOutputs,
   FaceSwapInputError,

@@ -23,8 +23,11 @@ export class NamespaceCache {
   private epoch = 0;
   private sorted: NamespaceView[] | undefined;
   private readonly byToken = new Map<string, NamespaceView>();
+  /** Reads of one name in flight, shared by callers that miss at once (a thousand watchers re-checking access after one notice). */
+  private readonly loading = new Map<string, Promise<NamespaceView | undefined>>();
 
   private readonly checks: Periodic;
+  private readonly changeListeners = new Set<(name: string | undefined) => void>();
 
   constructor(
     private readonly db: Db,
@@ -70,30 +73,57 @@ export class NamespaceCache {
 
   invalidate(name: string): void {
     this.epoch++;
+    this.loading.delete(name);
     this.drop(name);
     if (this.complete) this.stale.add(name);
+    for (const listener of this.changeListeners) listener(name);
+  }
+
+  /**
+   * Calls `listener` with the name of every namespace said to have changed, or undefined when any may
+   * have (the cache starts over); returns the function that stops it.
+   */
+  onChange(listener: (name: string | undefined) => void): () => void {
+    this.changeListeners.add(listener);
+    return () => this.changeListeners.delete(listener);
+  }
+
+  /** Listeners from onChange (namespace watchers) now. */
+  get listeners(): number {
+    return this.changeListeners.size;
   }
 
   clear(): void {
     this.epoch++;
+    this.loading.clear();
     this.byName.clear();
     this.byToken.clear();
     this.stale.clear();
     this.sorted = undefined;
     this.complete = false;
+    for (const listener of this.changeListeners) listener(undefined);
   }
 
   async get(name: string): Promise<NamespaceView | undefined> {
     const hit = this.byName.get(name);
     if (hit) return hit;
     if (this.complete && !this.stale.has(name)) return undefined;
+    const pending = this.loading.get(name);
+    if (pending) return pending;
     const epoch = this.epoch;
-    const [record] = await loadNamespaces(this.db, [name]);
-    if (epoch === this.epoch) {
-      if (record) this.store(record);
-      this.stale.delete(name);
-    }
-    return record;
+    const load = loadNamespaces(this.db, [name])
+      .then(([record]) => {
+        if (epoch === this.epoch) {
+          if (record) this.store(record);
+          this.stale.delete(name);
+        }
+        return record;
+      })
+      .finally(() => {
+        if (this.loading.get(name) === load) this.loading.delete(name);
+      });
+    this.loading.set(name, load);
+    return load;
   }
 
   /** The namespace whose token this is. */

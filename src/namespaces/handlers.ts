@@ -1,9 +1,10 @@
 import type { Namespace } from "../../gen/v1/namespace.js";
-import { NamespaceServiceService } from "../../gen/v1/namespace_service.js";
+import { NamespaceChangeKind, NamespaceServiceService } from "../../gen/v1/namespace_service.js";
 import type { Principal } from "../platform/auth.js";
 import { rfc3339 } from "../platform/ids.js";
 import { ITEM_OK, itemStatus } from "../platform/batch.js";
 import { defineService } from "../transport/call.js";
+import type { NamespaceChange } from "./namespace-watch.js";
 import type { NamespaceView } from "./repository.js";
 import type { NamespaceService } from "./service.js";
 
@@ -61,8 +62,24 @@ export function namespaceService(namespaces: NamespaceService) {
       name: request.name,
       token: await namespaces.rotateToken(ctx.principal, request.name),
     }),
+
+    watchNamespaces: (_request, ctx, send) =>
+      namespaces.watch(ctx.signal, (event) =>
+        send(
+          "snapshot" in event
+            ? { snapshot: true, namespaces: event.snapshot.map((r) => view(r, ctx.principal)), kind: NamespaceChangeKind.NAMESPACE_CHANGE_KIND_UNSPECIFIED, namespace: undefined }
+            : { snapshot: false, namespaces: [], kind: CHANGE_KINDS[event.change], namespace: view(event.namespace, ctx.principal) },
+        ),
+      ),
   });
 }
+
+const CHANGE_KINDS: Record<NamespaceChange, NamespaceChangeKind> = {
+  created: NamespaceChangeKind.NAMESPACE_CHANGE_KIND_CREATED,
+  updated: NamespaceChangeKind.NAMESPACE_CHANGE_KIND_UPDATED,
+  deleted: NamespaceChangeKind.NAMESPACE_CHANGE_KIND_DELETED,
+  counts_changed: NamespaceChangeKind.NAMESPACE_CHANGE_KIND_COUNTS_CHANGED,
+};
 
 /**
  * The wire form. Grants (user_ids, group_ids) and their removals are write-only; the token is only

@@ -17,6 +17,7 @@ import {
   Violations,
 } from "../platform/errors.js";
 import type { NamespaceCache } from "./cache.js";
+import { watchNamespaces, type NamespaceEvent } from "./namespace-watch.js";
 import * as repo from "./repository.js";
 import type { NamespaceView } from "./repository.js";
 import {
@@ -124,6 +125,11 @@ export class NamespaceService {
     const record = await this.cache.get(name);
     if (!record) throw notFound(`namespace "${name}"`, "NAMESPACE_NOT_FOUND");
     return record;
+  }
+
+  /** Streams every namespace, then each change, to `send` until `signal` aborts. */
+  watch(signal: AbortSignal, send: (event: NamespaceEvent) => Promise<void>): Promise<void> {
+    return watchNamespaces(this.cache, signal, send);
   }
 
   async list(filters: ListFilters): Promise<{ amount: number; rows: NamespaceView[] }> {

@@ -137,3 +137,8 @@ export class Violations {
     if (this.list.length > 0) throw invalidArgument(this.list);
   }
 }
+
+/** How a stream stopped by `signal` ends: the RpcError it was aborted with (a shutdown), else CANCELLED. */
+export function cancellation(signal: AbortSignal): RpcError {
+  return signal.reason instanceof RpcError ? signal.reason : new RpcError(Code.CANCELLED, "the call was cancelled");
+}

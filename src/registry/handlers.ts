@@ -1,8 +1,13 @@
-import { RegistryServiceService, type Instance } from "../../gen/v1/registry_service.js";
+import { InstanceChangeKind, RegistryServiceService, type Instance, type WatchInstancesResponse } from "../../gen/v1/registry_service.js";
 import { ITEM_OK, itemStatus } from "../platform/batch.js";
+import type { InstanceChangeKind as ChangeKind } from "../platform/db/schema.js";
 import { defineService } from "../transport/call.js";
+import type { WatchEvent } from "./instance-watch.js";
 import type { InstanceView } from "./repository.js";
 import type { RegistryService } from "./service.js";
+
+/** The index a blocking query passes back, as Consul's X-Consul-Index. */
+const INDEX_HEADER = "x-atrium-index";
 
 export function registryService(registry: RegistryService) {
   return defineService(
@@ -33,7 +38,8 @@ export function registryService(registry: RegistryService) {
       }),
 
       listServices: async (request, ctx) => {
-        const { amount, rows } = await registry.listServices(ctx.principal, request.namespace, request);
+        const { amount, rows, index } = await registry.listServices(ctx.principal, request, ctx.signal);
+        ctx.setResponseHeader(INDEX_HEADER, String(index));
         return {
           amount,
           services: rows.map((s) => ({
@@ -46,14 +52,19 @@ export function registryService(registry: RegistryService) {
         };
       },
 
-      listInstances: async (request, ctx) => ({
-        instances: (await registry.listInstances(ctx.principal, request)).map((i) => toInstance(request.namespace, i)),
-      }),
+      listInstances: async (request, ctx) => {
+        const { rows, index } = await registry.listInstances(ctx.principal, request, ctx.signal);
+        ctx.setResponseHeader(INDEX_HEADER, String(index));
+        return { instances: rows.map((i) => toInstance(request.namespace, i)) };
+      },
 
       deleteService: async (request, ctx) => {
         await registry.deleteService(ctx.principal, request);
         return {};
       },
+
+      watchInstances: (request, ctx, send) =>
+        registry.watch(ctx.principal, request, ctx.signal, (event) => send(toWatchResponse(request.namespace, event))),
     },
     { acceptsNamespaceTokens: true },
   );
@@ -73,5 +84,23 @@ function toInstance(namespace: string, row: InstanceView): Instance {
     isolate: row.isolate,
     lastHeartbeatTime: row.last_heartbeat_at,
     createTime: row.created_at,
+  };
+}
+
+const CHANGE_KINDS: Record<ChangeKind, InstanceChangeKind> = {
+  registered: InstanceChangeKind.INSTANCE_CHANGE_KIND_REGISTERED,
+  deregistered: InstanceChangeKind.INSTANCE_CHANGE_KIND_DEREGISTERED,
+  expired: InstanceChangeKind.INSTANCE_CHANGE_KIND_EXPIRED,
+  revived: InstanceChangeKind.INSTANCE_CHANGE_KIND_REVIVED,
+  updated: InstanceChangeKind.INSTANCE_CHANGE_KIND_UPDATED,
+  isolation_changed: InstanceChangeKind.INSTANCE_CHANGE_KIND_ISOLATION_CHANGED,
+};
+
+function toWatchResponse(namespace: string, event: WatchEvent): WatchInstancesResponse {
+  return {
+    revision: event.revision,
+    snapshot: event.snapshot !== undefined,
+    instances: (event.snapshot ?? []).map((i) => toInstance(namespace, i)),
+    change: event.change && { kind: CHANGE_KINDS[event.change.kind], instance: toInstance(namespace, event.change.instance) },
   };
 }

@@ -1,19 +1,24 @@
 import { sql } from "kysely";
-import { NAMESPACES_CHANNEL } from "../platform/db/channels.js";
+import { HEARTBEATS_CHANNEL, NAMESPACES_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { Logger } from "../platform/logger.js";
 import { TickBatcher } from "../platform/tick-batcher.js";
-import { renewInstances, type HeartbeatOutcome, type HeartbeatTarget } from "./repository.js";
+import type { ChangeFeed } from "./change-feed.js";
+import type { InstanceCache } from "./instance-cache.js";
+import { recordChanges, renewInstances, type HeartbeatOutcome, type HeartbeatTarget } from "./repository.js";
 
 const MAX_BATCH = 2_000;
+/** Bytes of namespace names per heartbeat notice, under PostgreSQL's 8000-byte payload limit. */
+const NOTICE_BYTES = 7_000;
 
 /**
  * Heartbeats arrive by the thousand per second and each only moves a timestamp, so they are written
  * in batches: while one batch is being written the next one gathers, and each caller is answered
  * when its batch has committed. The batch commits without waiting for the disk flush (a heartbeat
  * lost in a crash costs at most one TTL of health), and only instances that come back to health
- * notify the namespace cache.
+ * record a change and notify the namespace cache. Every batch tells the instance caches which
+ * namespaces' heartbeat times moved, so lists lag by at most a batch.
  */
 export class HeartbeatBatcher {
   private readonly batcher = new TickBatcher<HeartbeatTarget, HeartbeatOutcome | undefined>({
@@ -24,6 +29,8 @@ export class HeartbeatBatcher {
   constructor(
     private readonly db: Db,
     private readonly notifications: Notifications,
+    private readonly feed: ChangeFeed,
+    private readonly instances: InstanceCache,
     private readonly logger: Logger,
   ) {}
 
@@ -35,10 +42,16 @@ export class HeartbeatBatcher {
   private async write(targets: HeartbeatTarget[]): Promise<(HeartbeatOutcome | undefined)[]> {
     try {
       const unique = [...new Map(targets.map((t) => [t.instanceId, t])).values()];
-      const outcomes = await this.db.transaction().execute(async (tx) => {
+      const { outcomes, revision } = await this.db.transaction().execute(async (tx) => {
         await sql`set local synchronous_commit = off`.execute(tx);
-        return renewInstances(tx, unique);
+        const outcomes = await renewInstances(tx, unique);
+        const revived = outcomes.filter((o) => o.revived).map((o) => ({ instanceId: o.instanceId, kind: "revived" as const }));
+        return { outcomes, revision: await recordChanges(tx, revived) };
       });
+      this.feed.announce(revision);
+      const renewed = [...new Set(outcomes.map((o) => o.namespace))];
+      for (const name of renewed) this.instances.invalidate(name);
+      for (const names of noticesOf(renewed)) this.notifications.signal(HEARTBEATS_CHANNEL, names);
       await this.notifications.publishAll(
         NAMESPACES_CHANNEL,
         outcomes.filter((o) => o.revived).map((o) => o.namespace),
@@ -57,4 +70,19 @@ export class HeartbeatBatcher {
       throw error;
     }
   }
+}
+
+/** The names, newline-separated, in as few notices as fit. */
+function noticesOf(names: string[]): string[] {
+  const notices: string[] = [];
+  let current = "";
+  for (const name of names) {
+    if (current && current.length + name.length + 1 > NOTICE_BYTES) {
+      notices.push(current);
+      current = "";
+    }
+    current = current ? `${current}\n${name}` : name;
+  }
+  if (current) notices.push(current);
+  return notices;
 }

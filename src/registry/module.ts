@@ -1,20 +1,32 @@
 import type { NamespaceCache } from "../namespaces/cache.js";
 import type { Platform } from "../platform/module.js";
 import type { Capability } from "../transport/module.js";
+import { ChangeFeed } from "./change-feed.js";
 import { ExpirySweeper } from "./expiry.js";
 import { registryService } from "./handlers.js";
 import { HeartbeatBatcher } from "./heartbeats.js";
+import { InstanceCache } from "./instance-cache.js";
 import { RegistryService } from "./service.js";
 
-/** Services and instances; start() begins sweeping instances whose heartbeats stopped. */
+/** Services and instances; start() begins following changes and sweeping instances whose heartbeats stopped. */
 export function registryModule(platform: Platform, namespaces: NamespaceCache): Capability {
-  const { config, db, notifications, logger } = platform;
-  const heartbeats = new HeartbeatBatcher(db, notifications, logger);
-  const service = new RegistryService({ db, notifications, namespaces, heartbeats });
-  const sweeper = new ExpirySweeper({ db, notifications, logger, intervalMs: config.expirySweepMs });
+  const { config, db, notifications, logger, metrics } = platform;
+  const feed = new ChangeFeed({ db, notifications, logger, metrics, checkMs: config.cacheCheckMs, kept: config.registryChangesKept });
+  const instances = new InstanceCache(db, notifications, feed, logger);
+  const heartbeats = new HeartbeatBatcher(db, notifications, feed, instances, logger);
+  const service = new RegistryService({ db, notifications, namespaces, heartbeats, feed, instances });
+  const sweeper = new ExpirySweeper({ db, notifications, feed, logger, intervalMs: config.expirySweepMs });
   return {
     services: [registryService(service)],
-    start: () => sweeper.start(),
-    stop: () => sweeper.stop(),
+    start: async () => {
+      await feed.start();
+      instances.startChecks(config.cacheCheckMs);
+      sweeper.start();
+    },
+    stop: async () => {
+      await sweeper.stop();
+      await instances.stopChecks();
+      await feed.stop();
+    },
   };
 }

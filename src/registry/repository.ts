@@ -1,6 +1,6 @@
 import { sql } from "kysely";
 import type { Db } from "../platform/db/database.js";
-import type { InstanceRow, ServiceRow } from "../platform/db/schema.js";
+import type { InstanceChangeKind, InstanceRow, RegistryChangeRow, ServiceRow } from "../platform/db/schema.js";
 
 /** A service as listed: its name and creation time with the live counts of its instances. */
 export type ServiceView = Pick<ServiceRow, "name" | "created_at"> & { instance_count: number; healthy_instance_count: number };
@@ -98,16 +98,6 @@ export async function listInstances(
   return query.orderBy("i.host").orderBy("i.port").execute();
 }
 
-export async function serviceExists(db: Db, namespaceId: string, service: string): Promise<boolean> {
-  const row = await db
-    .selectFrom("services")
-    .select("id")
-    .where("namespace_id", "=", namespaceId)
-    .where("name", "=", service)
-    .executeTakeFirst();
-  return row !== undefined;
-}
-
 export async function deleteInstance(db: Db, instanceId: string): Promise<void> {
   await db.deleteFrom("instances").where("id", "=", instanceId).execute();
 }
@@ -128,35 +118,13 @@ export async function updateInstance(
     .execute();
 }
 
-export async function listServices(
-  db: Db,
-  namespaceId: string,
-  offset: number,
-  limit: number,
-): Promise<{ amount: number; rows: ServiceView[] }> {
-  const [rows, count] = await Promise.all([
-    db
-      .selectFrom("services as s")
-      .select([
-        "s.name",
-        "s.created_at",
-        sql<number>`(select count(*) from instances i where i.service_id = s.id)`.as("instance_count"),
-        sql<number>`(select count(*) from instances i where i.service_id = s.id and i.healthy and not i.isolate)`.as(
-          "healthy_instance_count",
-        ),
-      ])
-      .where("s.namespace_id", "=", namespaceId)
-      .orderBy("s.name")
-      .offset(offset)
-      .limit(limit)
-      .execute(),
-    db
-      .selectFrom("services")
-      .select(sql<number>`count(*)`.as("n"))
-      .where("namespace_id", "=", namespaceId)
-      .executeTakeFirstOrThrow(),
+/** Every service of the namespace by name, and every instance by service, host and port. */
+export async function loadRegistry(db: Db, namespaceId: string): Promise<{ services: ServiceRow[]; instances: InstanceView[] }> {
+  const [services, instances] = await Promise.all([
+    db.selectFrom("services").selectAll().where("namespace_id", "=", namespaceId).orderBy("name").execute(),
+    instancesIn(db, namespaceId).orderBy("s.name").orderBy("i.host").orderBy("i.port").execute(),
   ]);
-  return { amount: count.n, rows };
+  return { services, instances };
 }
 
 /** Deletes the service and (by cascade) its instances; false when there was no such service. */
@@ -216,16 +184,102 @@ export async function renewInstances(db: Db, targets: HeartbeatTarget[]): Promis
   }));
 }
 
-/** Marks instances whose TTL ran out unhealthy; returns the namespaces whose counts changed. */
-export async function expireInstances(db: Db, limit: number): Promise<string[]> {
-  const result = await sql<{ namespace: string }>`
+/** Marks instances whose TTL ran out unhealthy; returns them with their namespaces. */
+export async function expireInstances(db: Db, limit: number): Promise<{ id: string; namespace: string }[]> {
+  const result = await sql<{ id: string; namespace: string }>`
     with expired as (
       select id from instances where healthy and expires_at < now()
       order by id limit ${limit} for update skip locked
     ), flipped as (
-      update instances i set healthy = false from expired where i.id = expired.id returning i.service_id
+      update instances i set healthy = false from expired where i.id = expired.id returning i.id, i.service_id
     )
-    select distinct n.name as namespace
+    select f.id, n.name as namespace
     from flipped f join services s on s.id = f.service_id join namespaces n on n.id = s.namespace_id`.execute(db);
-  return result.rows.map((r) => r.namespace);
+  return result.rows;
+}
+
+export async function instanceIdsOf(db: Db, namespaceId: string, service: string): Promise<string[]> {
+  const rows = await instancesIn(db, namespaceId).where("s.name", "=", service).select("i.id").execute();
+  return rows.map((r) => r.id);
+}
+
+export interface InstanceChange {
+  instanceId: string;
+  kind: InstanceChangeKind;
+}
+
+/**
+ * Records the instances as they stand in this transaction under new revisions, one per change.
+ * Taking the revisions locks the revision row until commit, so this is the transaction's last
+ * statement (a deregistration deletes right after). Returns the last revision, if any was taken.
+ */
+export async function recordChanges(db: Db, changes: InstanceChange[]): Promise<number | undefined> {
+  if (changes.length === 0) return undefined;
+  const result = await sql<{ revision: number }>`
+    with req as (
+      select * from unnest(${changes.map((c) => c.instanceId)}::uuid[], ${changes.map((c) => c.kind)}::text[])
+        with ordinality as r(id, kind, ord)
+    ), rev as (
+      update registry_revision set revision = revision + ${changes.length} returning revision
+    ), ins as (
+      insert into registry_changes (revision, namespace, service, kind, instance)
+      select rev.revision - ${changes.length} + req.ord, n.name, s.name, req.kind,
+             to_jsonb(i) || jsonb_build_object('service_name', s.name)
+      from req cross join rev
+      join instances i on i.id = req.id join services s on s.id = i.service_id join namespaces n on n.id = s.namespace_id
+    )
+    select revision from rev`.execute(db);
+  return result.rows[0]?.revision;
+}
+
+/** The last revision handed out, and the newest one whose change is no longer kept. */
+export async function revisionState(db: Db): Promise<{ revision: number; pruned_through: number }> {
+  return db.selectFrom("registry_revision").select(["revision", "pruned_through"]).executeTakeFirstOrThrow();
+}
+
+/** A recorded change, its instance read back into a row. */
+export type ChangeView = Omit<RegistryChangeRow, "instance" | "created_at"> & { instance: InstanceView };
+
+/** Changes after `after`, oldest first, of one service or (without it) of all; only committed ones. */
+export async function changesSince(
+  db: Db,
+  after: number,
+  limit: number,
+  of?: { namespace: string; service: string },
+): Promise<ChangeView[]> {
+  let query = db
+    .selectFrom("registry_changes")
+    .select(["revision", "namespace", "service", "kind", "instance"])
+    .where("revision", ">", after)
+    .where("revision", "<=", db.selectFrom("registry_revision").select("revision"))
+    .orderBy("revision")
+    .limit(limit);
+  if (of) query = query.where("namespace", "=", of.namespace).where("service", "=", of.service);
+  const rows = await query.execute();
+  return rows.map((row) => ({ ...row, instance: instanceFromJson(row.instance) }));
+}
+
+/** Drops changes beyond the newest `keep`, and those older than `maxAgeSeconds`. */
+export async function pruneChanges(db: Db, keep: number, maxAgeSeconds: number): Promise<void> {
+  await sql`
+    with cut as (
+      select greatest(
+        (select revision from registry_revision) - ${keep},
+        (select coalesce(max(revision), 0) from registry_changes
+          where created_at < now() - make_interval(secs => ${maxAgeSeconds}))) as through
+    ), gone as (
+      delete from registry_changes where revision <= (select through from cut)
+    )
+    update registry_revision set pruned_through = (select through from cut)
+    where pruned_through < (select through from cut)`.execute(db);
+}
+
+function instanceFromJson(json: Record<string, unknown>): InstanceView {
+  const row = json as unknown as InstanceView & Record<"last_heartbeat_at" | "expires_at" | "created_at", string>;
+  return {
+    ...row,
+    last_heartbeat_at: new Date(row.last_heartbeat_at),
+    expires_at: new Date(row.expires_at),
+    created_at: new Date(row.created_at),
+  };
 }

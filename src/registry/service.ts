@@ -3,22 +3,28 @@ import type {
   DeleteServiceRequest,
   HeartbeatRequest,
   ListInstancesRequest,
+  ListServicesRequest,
   RegisterInstanceRequest,
   UpdateInstanceRequest,
+  WatchInstancesRequest,
 } from "../../gen/v1/registry_service.js";
+import type { Duration } from "../../gen/google/protobuf/duration.js";
 import { isAdmin, type Principal } from "../platform/auth.js";
 import { checkBatchSize, settle, type BatchResult } from "../platform/batch.js";
 import { NAMESPACES_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
-import { Code, notFound, permissionDenied, RpcError, Violations } from "../platform/errors.js";
+import { Code, notFound, permissionDenied, RpcError, unauthenticated, Violations } from "../platform/errors.js";
 import { isUuid } from "../platform/ids.js";
 import { pageOf } from "../platform/paging.js";
 import type { NamespaceCache } from "../namespaces/cache.js";
 import { checkMetadata, checkName } from "../namespaces/rules.js";
+import type { ChangeFeed } from "./change-feed.js";
 import type { HeartbeatBatcher } from "./heartbeats.js";
+import { isHealthy, type InstanceCache } from "./instance-cache.js";
+import { InstanceWatch, type WatchEvent } from "./instance-watch.js";
 import * as repo from "./repository.js";
-import type { InstanceView, ServiceView } from "./repository.js";
+import type { InstanceChange, InstanceView, ServiceView } from "./repository.js";
 
 const SERVICE_PATTERN = /^[0-9A-Za-z\-./:_]+$/;
 const MAX_SERVICE = 128;
@@ -31,6 +37,8 @@ const MAX_TTL_SECONDS = 3_600;
 const UPDATABLE = ["weight", "metadata", "isolate"] as const;
 const MAX_HEARTBEATS_PER_CALL = 1_000;
 const SERVICE_PAGES = { defaultSize: 100, maxSize: 1000 };
+const DEFAULT_WAIT_MS = 5 * 60_000;
+const MAX_WAIT_MS = 10 * 60_000;
 
 export interface RegistryServiceOptions {
   db: Db;
@@ -38,6 +46,9 @@ export interface RegistryServiceOptions {
   /** The namespace cache, whose counts registry writes change. */
   namespaces: NamespaceCache;
   heartbeats: HeartbeatBatcher;
+  feed: ChangeFeed;
+  /** Services and instances in memory, for the lists. */
+  instances: InstanceCache;
 }
 
 /**
@@ -49,12 +60,16 @@ export class RegistryService {
   private readonly notifications: Notifications;
   private readonly namespaces: NamespaceCache;
   private readonly heartbeats: HeartbeatBatcher;
+  private readonly feed: ChangeFeed;
+  private readonly instances: InstanceCache;
 
-  constructor({ db, notifications, namespaces, heartbeats }: RegistryServiceOptions) {
+  constructor({ db, notifications, namespaces, heartbeats, feed, instances }: RegistryServiceOptions) {
     this.db = db;
     this.notifications = notifications;
     this.namespaces = namespaces;
     this.heartbeats = heartbeats;
+    this.feed = feed;
+    this.instances = instances;
   }
 
   async register(principal: Principal, request: RegisterInstanceRequest): Promise<InstanceView> {
@@ -80,7 +95,7 @@ export class RegistryService {
         metadata: request.metadata,
         ttlSeconds: request.ttlSeconds || DEFAULT_TTL_SECONDS,
       });
-      return { ...row, service_name: request.service };
+      return { value: { ...row, service_name: request.service }, changes: [{ instanceId: row.id, kind: "registered" }] };
     });
   }
 
@@ -89,7 +104,7 @@ export class RegistryService {
     this.mayWrite(principal, request.namespace);
     await this.write(request.namespace, async (tx, namespaceId) => {
       const instance = await this.instanceOrThrow(tx, namespaceId, request);
-      await repo.deleteInstance(tx, instance.id);
+      return { value: undefined, changes: [{ instanceId: instance.id, kind: "deregistered" }], before: () => repo.deleteInstance(tx, instance.id) };
     });
   }
 
@@ -134,33 +149,43 @@ export class RegistryService {
         ...(mask.includes("metadata") ? { metadata: request.metadata } : {}),
         ...(mask.includes("isolate") ? { isolate: request.isolate } : {}),
       });
-      return (await repo.findInstance(tx, namespaceId, request.service, instance.id))!;
+      const updated = (await repo.findInstance(tx, namespaceId, request.service, instance.id))!;
+      return { value: updated, changes: changesOfUpdate(instance, updated) };
     });
   }
 
+  /** A blocking query (index and wait) answers once the namespace's index passes the caller's. */
   async listServices(
     principal: Principal,
-    namespace: string,
-    page: { offset: number; limit: number },
-  ): Promise<{ amount: number; rows: ServiceView[] }> {
+    request: ListServicesRequest,
+    signal: AbortSignal,
+  ): Promise<{ amount: number; rows: ServiceView[]; index: number }> {
     const violations = new Violations();
-    checkName(violations, "namespace", namespace);
+    checkName(violations, "namespace", request.namespace);
+    const waitMs = blockingWait(violations, request);
     violations.throwIfAny();
-    const namespaceId = await this.mayRead(principal, namespace);
-    const { offset, limit } = pageOf(page, SERVICE_PAGES);
-    return repo.listServices(this.db, namespaceId, offset, limit);
+    const namespaceId = await this.mayRead(principal, request.namespace);
+    const { offset, limit } = pageOf(request, SERVICE_PAGES);
+    if (waitMs !== undefined) await this.feed.waitPast(request.namespace, undefined, request.index, waitMs, signal);
+    // Read before the rows, so the rows are never older than the index.
+    const index = this.feed.revisionOf(request.namespace);
+    const services = [...(await this.instances.services(request.namespace, namespaceId)).values()];
+    return { amount: services.length, rows: services.slice(offset, offset + limit).map((s) => s.view), index };
   }
 
-  async listInstances(principal: Principal, request: ListInstancesRequest): Promise<InstanceView[]> {
+  /** A blocking query (index and wait) answers once the service's index passes the caller's. */
+  async listInstances(principal: Principal, request: ListInstancesRequest, signal: AbortSignal): Promise<{ rows: InstanceView[]; index: number }> {
     const violations = new Violations();
     checkName(violations, "namespace", request.namespace);
     checkServiceName(violations, request.service);
+    const waitMs = blockingWait(violations, request);
     violations.throwIfAny();
     const namespaceId = await this.mayRead(principal, request.namespace);
-    if (!(await repo.serviceExists(this.db, namespaceId, request.service))) {
-      throw serviceNotFound(request.namespace, request.service);
-    }
-    return repo.listInstances(this.db, namespaceId, request.service, request.healthyOnly);
+    if (waitMs !== undefined) await this.feed.waitPast(request.namespace, request.service, request.index, waitMs, signal);
+    const index = this.feed.revisionOf(request.namespace, request.service);
+    const service = (await this.instances.services(request.namespace, namespaceId)).get(request.service);
+    if (!service) throw serviceNotFound(request.namespace, request.service);
+    return { rows: request.healthyOnly ? service.instances.filter(isHealthy) : service.instances, index };
   }
 
   async deleteService(principal: Principal, request: DeleteServiceRequest): Promise<void> {
@@ -170,25 +195,69 @@ export class RegistryService {
     violations.throwIfAny();
     this.mayWrite(principal, request.namespace);
     await this.write(request.namespace, async (tx, namespaceId) => {
-      if (!(await repo.deleteService(tx, namespaceId, request.service))) {
-        throw serviceNotFound(request.namespace, request.service);
-      }
+      const ids = await repo.instanceIdsOf(tx, namespaceId, request.service);
+      return {
+        value: undefined,
+        changes: ids.map((instanceId): InstanceChange => ({ instanceId, kind: "deregistered" })),
+        before: async () => {
+          if (!(await repo.deleteService(tx, namespaceId, request.service))) {
+            throw serviceNotFound(request.namespace, request.service);
+          }
+        },
+      };
     });
   }
 
   /**
-   * Runs a change in one transaction that holds the namespace (so it cannot be deleted meanwhile)
-   * and tells every replica's namespace cache that its counts changed.
+   * Streams the service's instances to `send` until `signal` aborts, or throws when the caller may
+   * no longer read them (token rotated, namespace deleted or no longer exported to it).
    */
-  private async write<T>(namespace: string, change: (tx: Db, namespaceId: string) => Promise<T>): Promise<T> {
-    const result = await this.db.transaction().execute(async (tx) => {
+  async watch(principal: Principal, request: WatchInstancesRequest, signal: AbortSignal, send: (event: WatchEvent) => Promise<void>): Promise<void> {
+    const violations = new Violations();
+    checkName(violations, "namespace", request.namespace);
+    checkServiceName(violations, request.service);
+    violations.throwIfAny();
+    await this.mayRead(principal, request.namespace);
+    const token = principal.namespace === undefined ? undefined : (await this.namespaces.get(principal.namespace))?.token;
+    const watch = new InstanceWatch({
+      db: this.db,
+      feed: this.feed,
+      request,
+      signal,
+      checkAccess: async () => {
+        await this.mayRead(principal, request.namespace);
+        if (principal.namespace !== undefined && (await this.namespaces.get(principal.namespace))?.token !== token) {
+          throw unauthenticated("the namespace token was rotated", "INVALID_NAMESPACE_TOKEN");
+        }
+      },
+      guards: [...new Set([request.namespace, ...(principal.namespace === undefined ? [] : [principal.namespace])])],
+    });
+    await watch.run(send);
+  }
+
+  /**
+   * Runs a change in one transaction that holds the namespace (so it cannot be deleted meanwhile),
+   * records the instance changes it made (then runs `before`, a deletion that must see the rows
+   * first), tells every replica's namespace cache that its counts changed and the change feeds
+   * that there is a new revision.
+   */
+  private async write<T>(
+    namespace: string,
+    change: (tx: Db, namespaceId: string) => Promise<{ value: T; changes: InstanceChange[]; before?: () => Promise<void> }>,
+  ): Promise<T> {
+    const { value, revision } = await this.db.transaction().execute(async (tx) => {
       const namespaceId = await repo.lockNamespaceShared(tx, namespace);
       if (!namespaceId) throw namespaceNotFound(namespace);
-      return change(tx, namespaceId);
+      const { value, changes, before } = await change(tx, namespaceId);
+      const revision = await repo.recordChanges(tx, changes);
+      await before?.();
+      return { value, revision };
     });
     this.namespaces.invalidate(namespace);
+    this.instances.invalidate(namespace);
+    this.feed.announce(revision);
     await this.notifications.publish(NAMESPACES_CHANNEL, namespace);
-    return result;
+    return value;
   }
 
   private async instanceOrThrow(
@@ -231,6 +300,25 @@ export class RegistryService {
     }
     return record.id;
   }
+}
+
+/** An update records a change only when it changed something; isolation is told apart. */
+function changesOfUpdate(before: InstanceView, after: InstanceView): InstanceChange[] {
+  if (before.isolate !== after.isolate) return [{ instanceId: after.id, kind: "isolation_changed" }];
+  const same = before.weight === after.weight && JSON.stringify(before.metadata) === JSON.stringify(after.metadata);
+  return same ? [] : [{ instanceId: after.id, kind: "updated" }];
+}
+
+/** How long a blocking query waits (undefined: it does not block); adds violations for a bad wait. */
+function blockingWait(violations: Violations, request: { index: number; wait: Duration | undefined }): number | undefined {
+  if (request.wait === undefined) return request.index > 0 ? DEFAULT_WAIT_MS : undefined;
+  const ms = request.wait.seconds * 1000 + request.wait.nanos / 1e6;
+  if (!(ms > 0) || ms > MAX_WAIT_MS) {
+    violations.add("wait", `must be more than 0s and at most ${MAX_WAIT_MS / 1000}s`);
+    return undefined;
+  }
+  if (request.index === 0) violations.add("index", "is required with wait: the x-atrium-index of the previous answer");
+  return ms;
 }
 
 function checkServiceName(violations: Violations, service: string, field = "service"): void {

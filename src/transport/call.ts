@@ -19,8 +19,18 @@ export interface CallContext {
 
 export type UnaryHandler<Req, Res> = (request: Req, ctx: CallContext) => Promise<Res>;
 
+/**
+ * A server-streaming method: sends responses until it returns (the stream ends OK) or throws (it
+ * ends with that error). `send` resolves once the transport can take more.
+ */
+export type ServerStreamHandler<Req, Res> = (request: Req, ctx: CallContext, send: (response: Res) => Promise<void>) => Promise<void>;
+
 type HandlersOf<S extends ServiceDefinition> = {
-  [K in keyof S]: S[K] extends MethodDefinition<infer Req, infer Res> ? UnaryHandler<Req, Res> : never;
+  [K in keyof S]: S[K] extends MethodDefinition<infer Req, infer Res> & { responseStream: true }
+    ? ServerStreamHandler<Req, Res>
+    : S[K] extends MethodDefinition<infer Req, infer Res>
+      ? UnaryHandler<Req, Res>
+      : never;
 };
 
 /** One gRPC service (ts-proto's grpc-js definition) with its handlers and the scope they need. */

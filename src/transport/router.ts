@@ -4,11 +4,11 @@ import { hasScope, type Authenticator, type Principal } from "../platform/auth.j
 import { Code, internalError, permissionDenied, RpcError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
 import type { Counter, Histogram, Metrics } from "../platform/metrics.js";
-import type { CallContext, CallResult, IncomingCall, RequiredScope, ServiceImplementation, UnaryHandler } from "./call.js";
+import type { CallContext, CallResult, IncomingCall, RequiredScope, ServiceImplementation } from "./call.js";
 import { registry } from "./descriptors.js";
 import { decodeRequest } from "./request-decoder.js";
 
-/** One unary method, ready to be invoked by either transport. */
+/** One method, ready to be invoked by either transport (a streaming one by gRPC only). */
 export interface RoutedMethod {
   /** `/package.Service/Method` */
   path: string;
@@ -18,9 +18,16 @@ export interface RoutedMethod {
   /** The method in the descriptor set (input and output message types, options). */
   descriptor: DescMethod;
   service: ServiceImplementation;
+  /** Whether the method streams responses; then `stream` serves it, else `invoke`. */
+  responseStream: boolean;
   /** Decodes and checks the request's protobuf bytes (see decodeRequest), then calls the handler. */
   invoke(request: Uint8Array, call: IncomingCall): Promise<CallResult<unknown>>;
+  /** As invoke, for a server-streaming method: `send` gets each response with the response headers. */
+  stream(request: Uint8Array, call: IncomingCall, send: (response: unknown, headers: Record<string, string>) => Promise<void>): Promise<void>;
 }
+
+/** A unary or server-streaming handler, as the Router calls it (`send` only for streams). */
+type AnyHandler = (request: unknown, ctx: CallContext, send?: (response: unknown) => Promise<void>) => Promise<unknown>;
 
 export interface RouterOptions {
   services: ServiceImplementation[];
@@ -33,6 +40,7 @@ export interface RouterOptions {
  * The interceptor chain every call goes through, the same for gRPC and HTTP: request decoding and
  * checks, request id, deadline, authentication and scope, the handler, error mapping (anything that is not an RpcError becomes an
  * INTERNAL error carrying the request id, logged, never shown), and one log line and metric per call.
+ * A server stream goes through the same chain; its log line and metric come when it ends.
  */
 export class Router {
   readonly methods = new Map<string, RoutedMethod>();
@@ -56,7 +64,7 @@ export class Router {
     ]);
     for (const service of services) {
       for (const [key, definition] of Object.entries(service.definition)) {
-        const handler = (service.handlers as Record<string, UnaryHandler<unknown, unknown>>)[key];
+        const handler = (service.handlers as Record<string, AnyHandler>)[key];
         if (!handler) throw new Error(`no handler for ${definition.path}`);
         const scope = service.methodScopes[key] ?? service.scope;
         const [, serviceName, methodName] = definition.path.split("/");
@@ -68,20 +76,33 @@ export class Router {
           definition: definition as MethodDefinition<unknown, unknown>,
           descriptor,
           service,
-          invoke: (request, call) => this.invoke(method, scope, handler, request, call),
+          responseStream: definition.responseStream,
+          invoke: async (request, call) => {
+            let response: unknown;
+            const headers = await this.run(method, scope, request, call, async (decoded, ctx) => {
+              response = await handler(decoded, ctx);
+            });
+            return { response, headers };
+          },
+          stream: async (request, call, send) => {
+            await this.run(method, scope, request, call, async (decoded, ctx, headers) => {
+              await handler(decoded, ctx, (response) => send(response, headers));
+            });
+          },
         };
         this.methods.set(definition.path, method);
       }
     }
   }
 
-  private async invoke(
+  /** Runs `body` inside the chain; returns the response headers. */
+  private async run(
     method: RoutedMethod,
     scope: RequiredScope,
-    handler: UnaryHandler<unknown, unknown>,
     bytes: Uint8Array,
     call: IncomingCall,
-  ): Promise<CallResult<unknown>> {
+    body: (request: unknown, ctx: CallContext, headers: Record<string, string>) => Promise<void>,
+  ): Promise<Record<string, string>> {
     const { path, service } = method;
     const started = performance.now();
     const { requestId } = call;
@@ -116,14 +137,15 @@ export class Router {
           headers[name.toLowerCase()] = value;
         },
       };
-      const response = await handler(request, ctx);
-      if (controller.signal.aborted && call.deadline !== undefined && Date.now() >= call.deadline) {
-        throw new RpcError(Code.DEADLINE_EXCEEDED, "deadline exceeded");
-      }
+      await body(request, ctx, headers);
+      if (deadlinePassed(controller.signal, call)) throw new RpcError(Code.DEADLINE_EXCEEDED, "deadline exceeded");
       this.record(call, path, requestId, principal, Code.OK, started);
-      return { response, headers };
+      return headers;
     } catch (error) {
-      const rpcError = this.toRpcError(error, path, requestId);
+      // A stream cut short by its deadline throws whatever its handler makes of the abort.
+      const rpcError = deadlinePassed(controller.signal, call)
+        ? new RpcError(Code.DEADLINE_EXCEEDED, "deadline exceeded")
+        : this.toRpcError(error, path, requestId);
       this.record(call, path, requestId, principal, rpcError.code, started, rpcError);
       throw rpcError;
     } finally {
@@ -165,4 +187,8 @@ export class Router {
       "rpc",
     );
   }
+}
+
+function deadlinePassed(signal: AbortSignal, call: IncomingCall): boolean {
+  return signal.aborted && call.deadline !== undefined && Date.now() >= call.deadline;
 }

@@ -1,7 +1,7 @@
 import { HealthCheckRequest } from "../../gen/health/v1/health.js";
 import { BatchHeartbeatRequest, HeartbeatRequest, ListInstancesRequest } from "../../gen/v1/registry_service.js";
 import { createClient } from "../../src/client/index.js";
-import { runLoad, type LoadResult } from "./load.js";
+import { quantile, runLoad, type LoadResult } from "./load.js";
 import { RawClient } from "./raw-client.js";
 import type { ServerProcess } from "./server-process.js";
 
@@ -54,8 +54,8 @@ export async function benchRegistry(server: ServerProcess, adminToken: string): 
     const options = { concurrency: CONCURRENCY, durationMs: DURATION_MS, cpuMs: server.cpuMs };
     const raw = [...clients.values()][0]!;
     const health = HealthCheckRequest.encode({ service: "" }).finish();
-    const list = ListInstancesRequest.encode({ namespace: "reg-bench-0", service: "svc-0", healthyOnly: false }).finish();
-    const listHealthy = ListInstancesRequest.encode({ namespace: "reg-bench-0", service: "svc-0", healthyOnly: true }).finish();
+    const list = ListInstancesRequest.encode({ namespace: "reg-bench-0", service: "svc-0", healthyOnly: false, index: 0, wait: undefined }).finish();
+    const listHealthy = ListInstancesRequest.encode({ namespace: "reg-bench-0", service: "svc-0", healthyOnly: true, index: 0, wait: undefined }).finish();
     // Each batch holds one namespace's instances, sent with that namespace's token.
     const batches: { token: string; request: Uint8Array }[] = [];
     const byToken = Map.groupBy(heartbeats, (h) => h.token);
@@ -89,5 +89,86 @@ export async function benchRegistry(server: ServerProcess, adminToken: string): 
   } finally {
     admin.close();
     for (const client of clients.values()) client.close();
+  }
+}
+
+const WATCHERS = 1_000;
+const WATCH_CHANNELS = 10;
+const WATCH_CHANGES = 30;
+
+export interface WatchRun {
+  watchers: number;
+  changes: number;
+  /** From the start of the UpdateInstance call to a watcher receiving its change, over all watchers and changes. */
+  p50Ms: number;
+  p99Ms: number;
+  /** Server CPU for the changes with the watchers open, less the same changes with none, per change per watcher. */
+  cpuUsPerChangePerWatcher: number;
+  /** Server CPU per change with no watcher open. */
+  cpuUsPerChangeAlone: number;
+}
+
+/**
+ * 1,000 WatchInstances streams on one service (over 10 client channels, as many clients would),
+ * then one weight change at a time: how long until every watcher has it, and what it costs the
+ * server per watcher, against the same changes made with no watcher open.
+ */
+export async function benchWatchers(server: ServerProcess, adminToken: string): Promise<WatchRun> {
+  const clients = Array.from({ length: WATCH_CHANNELS }, () => createClient({ address: server.grpcAddress, token: adminToken }));
+  const admin = clients[0]!;
+  try {
+    await admin.namespaces.createNamespace({ namespace: { name: "watch-bench" } });
+    const { instance } = await admin.registry.registerInstance({ namespace: "watch-bench", service: "api", host: "10.9.9.9", port: 80, ttlSeconds: 600 });
+    let weight = 1;
+    const change = () =>
+      admin.registry.updateInstance({ namespace: "watch-bench", service: "api", instanceId: instance!.id, weight: weight++, updateMask: ["weight"] });
+
+    const aloneStart = server.cpuMs();
+    for (let i = 0; i < WATCH_CHANGES; i++) await change();
+    const cpuUsPerChangeAlone = ((server.cpuMs() - aloneStart) * 1000) / WATCH_CHANGES;
+
+    let started = 0;
+    let waiting: { count: number; done: () => void } | undefined;
+    const latencies: number[] = [];
+    const streams = Array.from({ length: WATCHERS }, (_, i) => {
+      const stream = clients[i % WATCH_CHANNELS]!.registry.watchInstances({ namespace: "watch-bench", service: "api" });
+      const messages = stream[Symbol.asyncIterator]();
+      // The first message is the snapshot.
+      return { stream, messages, ready: messages.next() };
+    });
+    await Promise.all(streams.map((s) => s.ready));
+    // Keep reading each stream, timing every change.
+    for (const { messages } of streams) {
+      void (async () => {
+        try {
+          for (let next = await messages.next(); !next.done; next = await messages.next()) {
+            latencies.push(performance.now() - started);
+            if (waiting && --waiting.count === 0) waiting.done();
+          }
+        } catch {
+          // cancelled at the end
+        }
+      })();
+    }
+    const cpuStart = server.cpuMs();
+    for (let i = 0; i < WATCH_CHANGES; i++) {
+      const all = new Promise<void>((resolve) => (waiting = { count: WATCHERS, done: resolve }));
+      started = performance.now();
+      await change();
+      await all;
+    }
+    const cpuUs = (server.cpuMs() - cpuStart) * 1000;
+    for (const { stream } of streams) stream.cancel();
+    latencies.sort((x, y) => x - y);
+    return {
+      watchers: WATCHERS,
+      changes: WATCH_CHANGES,
+      p50Ms: quantile(latencies, 0.5),
+      p99Ms: quantile(latencies, 0.99),
+      cpuUsPerChangePerWatcher: (cpuUs - cpuUsPerChangeAlone * WATCH_CHANGES) / (WATCH_CHANGES * WATCHERS),
+      cpuUsPerChangeAlone,
+    };
+  } finally {
+    for (const client of clients) client.close();
   }
 }

@@ -6,7 +6,7 @@ import { createLogger } from "../../src/platform/logger.js";
 import type { LoadResult } from "./load.js";
 import { benchFaceSwap } from "./faceswap.js";
 import { benchNamespaces } from "./namespaces.js";
-import { benchRegistry, HEARTBEATS_PER_BATCH } from "./registry.js";
+import { benchRegistry, benchWatchers, HEARTBEATS_PER_BATCH } from "./registry.js";
 import { benchRender, printRenderRuns } from "./render.js";
 import { startServerProcess } from "./server-process.js";
 import { benchWebhooks, type DeliveryRun } from "./webhooks.js";
@@ -61,6 +61,16 @@ async function main(): Promise<void> {
       check("heartbeats >= 5,000/s with 10,000 instances (one per call)", single!.perSecond >= 5000);
       check("heartbeats >= 5,000/s with 10,000 instances (batched)", batchedPerSecond >= 5000);
       console.log(`ListInstances p99 ${list!.p99Ms.toFixed(2)} ms, healthy_only p99 ${listHealthy!.p99Ms.toFixed(2)} ms`);
+      const listRatio = list!.perSecond / registry[0]!.perSecond;
+      console.log(`ListInstances (100 instances) / no-op: ${listRatio.toFixed(2)}`);
+      check("ListInstances (100 instances) >= 0.5 of the no-op's requests/s", listRatio >= 0.5);
+      const watch = await benchWatchers(server, ADMIN_TOKEN);
+      console.log(
+        `WatchInstances: ${watch.watchers} streams, ${watch.changes} changes one at a time: change to every watcher p50 ${watch.p50Ms.toFixed(1)} ms, ` +
+          `p99 ${watch.p99Ms.toFixed(1)} ms; server CPU ${watch.cpuUsPerChangePerWatcher.toFixed(1)} µs per change per watcher ` +
+          `(the change itself: ${watch.cpuUsPerChangeAlone.toFixed(0)} µs with no watcher)`,
+      );
+      check("a change reaches 1,000 watchers with p99 < 100 ms", watch.p99Ms < 100);
     }
     if (sections.has("webhooks")) {
       console.log("\n== webhooks: PublishEvent over gRPC, 10 webhooks, receiver in the bench process ==");

@@ -17,3 +17,9 @@ export const WEBHOOK_DELIVERIES_CHANNEL = "webhook_deliveries";
 
 /** Comma-separated ids of notices a replica has delivered; used by Notifications itself. */
 export const ACK_CHANNEL = "atrium_ack";
+
+/** The newest registry revision a replica committed; change feeds read the changes up to it. */
+export const REGISTRY_CHANNEL = "registry_changes";
+
+/** Newline-separated names of namespaces whose instances a heartbeat batch renewed; instance caches drop them. */
+export const HEARTBEATS_CHANNEL = "registry_heartbeats";

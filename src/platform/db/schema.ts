@@ -74,6 +74,27 @@ export interface InstancesTable {
   created_at: Timestamp;
 }
 
+/** The single row that hands out registry revisions (see the registry_changes migration). */
+export interface RegistryRevisionTable {
+  id: ColumnType<boolean, boolean | undefined, never>;
+  revision: ColumnType<number, number | undefined, number>;
+  pruned_through: ColumnType<number, number | undefined, number>;
+}
+
+/** What happened to an instance, as WatchInstances reports it. */
+export type InstanceChangeKind = "registered" | "deregistered" | "expired" | "revived" | "updated" | "isolation_changed";
+
+/** One change to one instance, kept for a while so watchers can resume from a revision. */
+export interface RegistryChangesTable {
+  revision: number;
+  namespace: string;
+  service: string;
+  kind: InstanceChangeKind;
+  /** to_jsonb of the instances row (timestamps as ISO strings). */
+  instance: ColumnType<Record<string, unknown>, string, string>;
+  created_at: Timestamp;
+}
+
 export interface WebhooksTable {
   id: Generated<string>;
   account_id: string;
@@ -230,6 +251,8 @@ export interface Database {
   namespace_grants: NamespaceGrantsTable;
   services: ServicesTable;
   instances: InstancesTable;
+  registry_revision: RegistryRevisionTable;
+  registry_changes: RegistryChangesTable;
   webhooks: WebhooksTable;
   webhook_events: WebhookEventsTable;
   webhook_deliveries: WebhookDeliveriesTable;
@@ -247,6 +270,7 @@ export type NamespaceRow = Selectable<NamespacesTable>;
 export type NewNamespaceRow = Insertable<NamespacesTable>;
 export type ServiceRow = Selectable<ServicesTable>;
 export type InstanceRow = Selectable<InstancesTable>;
+export type RegistryChangeRow = Selectable<RegistryChangesTable>;
 export type WebhookRow = Selectable<WebhooksTable>;
 export type WebhookAttemptRow = Selectable<WebhookAttemptsTable>;
 export type JobRow = Selectable<FaceswapJobsTable>;

@@ -4,12 +4,12 @@ import { ReflectionService } from "@grpc/reflection";
 import { HealthImplementation } from "grpc-health-check";
 import { Status } from "../../../gen/google/rpc/status.js";
 import { parseBearer } from "../../platform/auth.js";
-import { internalError, RpcError } from "../../platform/errors.js";
+import { Code, internalError, RpcError } from "../../platform/errors.js";
 import { requestIdOf, type IncomingCall } from "../call.js";
 import { toBinary } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { fileDescriptorSet } from "../descriptors.js";
-import type { Router } from "../router.js";
+import type { RoutedMethod, Router } from "../router.js";
 
 /** How long long-lived streams may go on once the last unary call of a shutdown has finished. */
 const STREAM_FLUSH_MS = 100;
@@ -33,32 +33,51 @@ export async function startGrpcServer(router: Router, host: string, port: number
   // (health Watch, reflection), which would otherwise hold it for the whole grace period.
   let inFlight = 0;
   let drained: (() => void) | undefined;
+  // Our server streams end with UNAVAILABLE as soon as a shutdown begins: they never finish on their
+  // own, and the status tells their clients to reconnect elsewhere and resume.
+  const closing = new AbortController();
+  /** The error a failed call ends with; the Router turns a handler's fault into an RpcError, anything else failed here, around it. */
+  const failure = (method: RoutedMethod, error: unknown, requestId = requestIdOf(undefined)) => {
+    if (!(error instanceof RpcError)) {
+      router.logger.error({ event: "grpc_internal_error", method: method.path, request_id: requestId, err: error }, "unexpected gRPC error");
+    }
+    return toServiceError(error instanceof RpcError ? error : internalError(requestId), requestId);
+  };
   for (const method of router.methods.values()) {
     let impl = byService.get(method.service.definition);
     if (!impl) byService.set(method.service.definition, (impl = {}));
-    impl[method.key] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
-      inFlight++;
-      void (async () => {
-        let requestId: string | undefined;
-        try {
-          const incoming = incomingCall(call);
-          requestId = incoming.requestId;
-          const { response, headers } = await method.invoke(call.request as Buffer, incoming);
-          call.sendMetadata(toMetadata(headers));
-          callback(null, response);
-        } catch (error) {
-          // The Router turns a handler's fault into an RpcError; anything else failed here, around it.
-          requestId ??= requestIdOf(undefined);
-          if (!(error instanceof RpcError)) {
-            router.logger.error({ event: "grpc_internal_error", method: method.path, request_id: requestId, err: error }, "unexpected gRPC error");
-          }
-          const rpcError = error instanceof RpcError ? error : internalError(requestId);
-          callback(toServiceError(rpcError, requestId));
-        } finally {
-          if (--inFlight === 0) drained?.();
+    impl[method.key] = method.responseStream
+      ? (call: grpc.ServerWritableStream<unknown, unknown>) => {
+          let requestId: string | undefined;
+          let headersSent = false;
+          void (async () => {
+            const incoming = incomingCall(call, closing.signal);
+            requestId = incoming.requestId;
+            await method.stream(call.request as Buffer, incoming, async (response, headers) => {
+              if (!headersSent) call.sendMetadata(toMetadata(headers));
+              headersSent = true;
+              if (!call.write(response)) await drainOrCancel(call, incoming.signal);
+            });
+            call.end();
+          })().catch((error: unknown) => call.emit("error", failure(method, error, requestId)));
         }
-      })();
-    };
+      : (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+          inFlight++;
+          void (async () => {
+            let requestId: string | undefined;
+            try {
+              const incoming = incomingCall(call);
+              requestId = incoming.requestId;
+              const { response, headers } = await method.invoke(call.request as Buffer, incoming);
+              call.sendMetadata(toMetadata(headers));
+              callback(null, response);
+            } catch (error) {
+              callback(failure(method, error, requestId));
+            } finally {
+              if (--inFlight === 0) drained?.();
+            }
+          })();
+        };
   }
   // grpc-js answers INTERNAL when its deserializer throws; the Router decodes instead, so that a
   // malformed request is the caller's INVALID_ARGUMENT naming what is wrong.
@@ -98,6 +117,7 @@ export async function startGrpcServer(router: Router, host: string, port: number
           resolve();
         };
         const timer = setTimeout(finish, graceMs);
+        closing.abort(new RpcError(Code.UNAVAILABLE, "the server is shutting down; reconnect and resume from the last revision"));
         server.tryShutdown(finish);
         // Once our calls are done, watchers get a moment to receive NOT_SERVING; then their streams end.
         const whenDrained = () => setTimeout(finish, STREAM_FLUSH_MS).unref();
@@ -117,7 +137,8 @@ function serviceName(methodPath: string): string {
   return methodPath.split("/")[1] ?? "";
 }
 
-function incomingCall(call: grpc.ServerUnaryCall<unknown, unknown>): IncomingCall {
+/** `closing` (for streams) aborts the call when a shutdown begins. */
+function incomingCall(call: grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerWritableStream<unknown, unknown>, closing?: AbortSignal): IncomingCall {
   const controller = new AbortController();
   call.on("cancelled", () => controller.abort(new Error("cancelled by the client")));
   const token = parseBearer(String(call.metadata.get("authorization")[0] ?? ""));
@@ -126,10 +147,23 @@ function incomingCall(call: grpc.ServerUnaryCall<unknown, unknown>): IncomingCal
   return {
     transport: "grpc",
     credential: token ? { token, source: "bearer" } : undefined,
-    signal: controller.signal,
+    signal: closing ? AbortSignal.any([controller.signal, closing]) : controller.signal,
     deadline: Number.isFinite(deadlineMs) ? deadlineMs : undefined,
     requestId: requestIdOf(call.metadata.get("x-request-id")[0]),
   };
+}
+
+/** Waits until the stream takes more, or the call is over (a cancelled call never drains). */
+function drainOrCancel(call: grpc.ServerWritableStream<unknown, unknown>, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      call.off("drain", done);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    call.once("drain", done);
+    signal.addEventListener("abort", done, { once: true });
+  });
 }
 
 function toMetadata(headers: Record<string, string>): grpc.Metadata {

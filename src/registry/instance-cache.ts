@@ -1,0 +1,102 @@
+import { HEARTBEATS_CHANNEL, NAMESPACES_CHANNEL } from "../platform/db/channels.js";
+import type { Db } from "../platform/db/database.js";
+import type { Notifications } from "../platform/db/notifications.js";
+import type { Logger } from "../platform/logger.js";
+import { Periodic } from "../platform/periodic.js";
+import type { ChangeFeed } from "./change-feed.js";
+import { loadRegistry, type InstanceView, type ServiceView } from "./repository.js";
+
+/** One service as held in memory: its listing with counts, and its instances by host and port. */
+export interface CachedService {
+  view: ServiceView;
+  instances: InstanceView[];
+}
+
+/** A namespace's services by name, in name order, and when they were read. */
+interface Entry {
+  services: Map<string, CachedService>;
+  loadedAt: number;
+}
+
+/**
+ * Each namespace's services and instances in memory, so ListServices and ListInstances do not
+ * query per call. Registry writes on any replica send the namespace's name on NAMESPACES_CHANNEL
+ * and heartbeat batches on HEARTBEATS_CHANNEL; the entry is dropped and read again on next use, so
+ * `last_heartbeat_at` lags by at most one heartbeat batch and its notice. Per-name epochs keep a
+ * read racing a change from storing what it read before the change. A notice can be lost (a writer
+ * that dies between commit and notice), so an entry is also never served for longer than two
+ * check intervals.
+ */
+export class InstanceCache {
+  private readonly entries = new Map<string, Entry>();
+  private readonly epochs = new Map<string, number>();
+  private readonly checks: Periodic;
+  private intervalMs = 0;
+
+  constructor(
+    private readonly db: Db,
+    notifications: Notifications,
+    feed: ChangeFeed,
+    logger: Logger,
+  ) {
+    // The feed may hear of a change before the namespace notice arrives; a blocking query woken by
+    // it must not be answered from rows older than the change.
+    feed.onChange((change) => this.invalidate(change.namespace));
+    notifications.on(NAMESPACES_CHANNEL, (name) => this.invalidate(name));
+    notifications.on(HEARTBEATS_CHANNEL, (names) => {
+      for (const name of names.split("\n")) this.invalidate(name);
+    });
+    notifications.onReconnect(() => {
+      for (const name of [...this.entries.keys()]) this.invalidate(name);
+    });
+    this.checks = new Periodic(async () => this.dropOlderThan(performance.now() - this.intervalMs), logger, "instance_cache_check_failed");
+  }
+
+  /** Starts dropping entries older than `intervalMs` every `intervalMs`. */
+  startChecks(intervalMs: number): void {
+    this.intervalMs = intervalMs;
+    this.checks.start(intervalMs);
+  }
+
+  async stopChecks(): Promise<void> {
+    await this.checks.stop();
+  }
+
+  invalidate(name: string): void {
+    this.epochs.set(name, (this.epochs.get(name) ?? 0) + 1);
+    this.entries.delete(name);
+  }
+
+  /** The namespace's services by name, in name order. */
+  async services(name: string, namespaceId: string): Promise<Map<string, CachedService>> {
+    const hit = this.entries.get(name);
+    if (hit) return hit.services;
+    const epoch = this.epochs.get(name) ?? 0;
+    const { services, instances } = await loadRegistry(this.db, namespaceId);
+    const byService = Map.groupBy(instances, (i) => i.service_name);
+    const entry: Entry = { services: new Map(), loadedAt: performance.now() };
+    for (const service of services) {
+      const own = byService.get(service.name) ?? [];
+      entry.services.set(service.name, {
+        view: {
+          name: service.name,
+          created_at: service.created_at,
+          instance_count: own.length,
+          healthy_instance_count: own.filter(isHealthy).length,
+        },
+        instances: own,
+      });
+    }
+    if ((this.epochs.get(name) ?? 0) === epoch) this.entries.set(name, entry);
+    return entry.services;
+  }
+
+  private dropOlderThan(time: number): void {
+    for (const [name, entry] of this.entries) if (entry.loadedAt < time) this.entries.delete(name);
+  }
+}
+
+/** Counted as healthy, and listed by healthy_only: heartbeats within the TTL and not isolated. */
+export function isHealthy(instance: InstanceView): boolean {
+  return instance.healthy && !instance.isolate;
+}

@@ -1,0 +1,111 @@
+import type { WatchInstancesRequest } from "../../gen/v1/registry_service.js";
+import type { Db } from "../platform/db/database.js";
+import { cancellation, Code, RpcError } from "../platform/errors.js";
+import type { ChangeFeed } from "./change-feed.js";
+import { changesSince, listInstances, revisionState, type ChangeView, type InstanceView } from "./repository.js";
+
+/** Changes a watcher may fall behind by before its stream ends (it resumes from its last revision). */
+const MAX_QUEUED = 10_000;
+
+/** A message for the watcher: the whole list at a revision, or one change. */
+export interface WatchEvent {
+  revision: number;
+  snapshot?: InstanceView[];
+  change?: ChangeView;
+}
+
+export interface InstanceWatchOptions {
+  db: Db;
+  feed: ChangeFeed;
+  request: WatchInstancesRequest;
+  signal: AbortSignal;
+  /** Namespaces whose changes may take the watcher's access away. */
+  guards: readonly string[];
+  /** Throws the RpcError that ends the stream when the caller may no longer watch. */
+  checkAccess(): Promise<void>;
+}
+
+/**
+ * One WatchInstances stream. It subscribes to the feed before reading where it starts (a snapshot,
+ * or the changes since the caller's revision), so nothing committed in between is lost; changes
+ * the start already covers are skipped by revision.
+ */
+export class InstanceWatch {
+  private readonly queue: ChangeView[] = [];
+  /** What ends the stream: an RpcError for the caller, or a fault the Router logs. */
+  private failure: unknown;
+  private wake: (() => void) | undefined;
+  private checks: Promise<void> = Promise.resolve();
+
+  constructor(private readonly options: InstanceWatchOptions) {}
+
+  async run(send: (event: WatchEvent) => Promise<void>): Promise<void> {
+    const { feed, request, signal, guards } = this.options;
+    const unsubscribe = feed.subscribe({
+      namespace: request.namespace,
+      service: request.service,
+      guards,
+      onChange: (change) => {
+        if (this.queue.length < MAX_QUEUED) this.queue.push(change);
+        else this.fail(new RpcError(Code.RESOURCE_EXHAUSTED, "the watcher fell behind; resume from the last revision received"));
+        this.notify();
+      },
+      onNamespaceChanged: () => {
+        this.checks = this.checks.then(() => this.options.checkAccess()).catch((error: unknown) => this.fail(error));
+      },
+    });
+    const onAbort = () => this.notify();
+    signal.addEventListener("abort", onAbort);
+    try {
+      let last = await this.start(send);
+      for (;;) {
+        if (signal.aborted) throw cancellation(signal);
+        if (this.failure) throw this.failure;
+        const change = this.queue.shift();
+        if (!change) {
+          await new Promise<void>((resolve) => (this.wake = resolve));
+          continue;
+        }
+        if (change.revision <= last) continue;
+        last = change.revision;
+        await send({ revision: change.revision, change });
+      }
+    } finally {
+      unsubscribe();
+      signal.removeEventListener("abort", onAbort);
+    }
+  }
+
+  /** Sends where the watcher starts; returns the revision it covers. */
+  private async start(send: (event: WatchEvent) => Promise<void>): Promise<number> {
+    const { db, request } = this.options;
+    const start = await db
+      .transaction()
+      .setIsolationLevel("repeatable read")
+      .execute(async (tx) => {
+        const state = await revisionState(tx);
+        const after = request.revision;
+        if (after > 0 && after >= state.pruned_through && after <= state.revision) {
+          const of = { namespace: request.namespace, service: request.service };
+          return { revision: state.revision, changes: await changesSince(tx, after, state.revision - after, of) };
+        }
+        const namespace = await tx.selectFrom("namespaces").select("id").where("name", "=", request.namespace).executeTakeFirst();
+        const instances = namespace ? await listInstances(tx, namespace.id, request.service, request.healthyOnly) : [];
+        return { revision: state.revision, snapshot: instances };
+      });
+    if (start.snapshot) await send({ revision: start.revision, snapshot: start.snapshot });
+    for (const change of start.changes ?? []) await send({ revision: change.revision, change });
+    return start.revision;
+  }
+
+  private fail(error: unknown): void {
+    this.failure ??= error;
+    this.notify();
+  }
+
+  private notify(): void {
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
+  }
+}

@@ -1,0 +1,140 @@
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Code } from "../src/client/index.js";
+import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/app.js";
+import { createTestDatabase } from "./support/database.js";
+import { failure, until } from "./support/expect.js";
+
+let databaseUrl: string;
+let a: TestApp;
+let b: TestApp;
+
+// Two replicas, each listing from its own memory; a short check interval so a change no notice
+// announced shows within a test.
+const env = { CACHE_CHECK_MS: "300" };
+
+beforeAll(async () => {
+  databaseUrl = await createTestDatabase();
+  a = await startTestApp(databaseUrl, env);
+  b = await startTestApp(databaseUrl, env);
+});
+afterAll(async () => {
+  await Promise.all([a?.stop(), b?.stop()]);
+});
+
+async function ports(t: TestApp, namespace: string, service: string, healthyOnly = false): Promise<number[]> {
+  const { instances } = await t.admin.registry.listInstances({ namespace, service, healthyOnly });
+  return instances.map((i) => i.port);
+}
+
+describe("ListInstances and ListServices from memory", () => {
+  it("show every write made on the other replica as soon as the write returns", async () => {
+    await a.admin.namespaces.createNamespace({ namespace: { name: "mem" } });
+    expect((await failure(b.admin.registry.listInstances({ namespace: "mem", service: "api" }))).code).toBe(Code.NOT_FOUND);
+    const first = (await a.admin.registry.registerInstance({ namespace: "mem", service: "api", host: "h", port: 1, ttlSeconds: 60 })).instance!;
+    // b now holds the namespace in memory; each later write must still show there at once.
+    for (let port = 2; port <= 20; port++) {
+      await a.admin.registry.registerInstance({ namespace: "mem", service: "api", host: "h", port, ttlSeconds: 60 });
+      expect(await ports(b, "mem", "api")).toHaveLength(port);
+    }
+    await b.admin.registry.updateInstance({ namespace: "mem", service: "api", instanceId: first.id, isolate: true, updateMask: ["isolate"] });
+    expect(await ports(a, "mem", "api", true)).not.toContain(1);
+    await a.admin.registry.deregisterInstance({ namespace: "mem", service: "api", instanceId: first.id });
+    expect(await ports(b, "mem", "api")).not.toContain(1);
+
+    const { services, amount } = await b.admin.registry.listServices({ namespace: "mem", limit: 1 });
+    expect(amount).toBe(1);
+    expect(services[0]).toMatchObject({ name: "api", instanceCount: 19, healthyInstanceCount: 19 });
+    await a.admin.registry.registerInstance({ namespace: "mem", service: "zeta", host: "h", port: 1, ttlSeconds: 60 });
+    expect((await b.admin.registry.listServices({ namespace: "mem", offset: 1 })).services.map((s) => s.name)).toEqual(["zeta"]);
+    await a.admin.registry.deleteService({ namespace: "mem", service: "zeta" });
+    expect((await b.admin.registry.listServices({ namespace: "mem" })).services.map((s) => s.name)).toEqual(["api"]);
+  });
+
+  it("follow heartbeats on the other replica within a batch", async () => {
+    await a.admin.namespaces.createNamespace({ namespace: { name: "beats" } });
+    const { instance } = await a.admin.registry.registerInstance({ namespace: "beats", service: "api", host: "h", port: 1, ttlSeconds: 60 });
+    const before = (await b.admin.registry.listInstances({ namespace: "beats", service: "api" })).instances[0]!.lastHeartbeatTime!;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await a.admin.registry.heartbeat({ namespace: "beats", service: "api", instanceId: instance!.id });
+    await until(async () => {
+      const now = (await b.admin.registry.listInstances({ namespace: "beats", service: "api" })).instances[0]!.lastHeartbeatTime!;
+      return now.getTime() > before.getTime();
+    }, 2_000, "the heartbeat to show on the other replica");
+  });
+
+  it("pick up a change no notice announced at the next check", async () => {
+    await a.admin.namespaces.createNamespace({ namespace: { name: "silent" } });
+    const { instance } = await a.admin.registry.registerInstance({ namespace: "silent", service: "api", host: "h", port: 1, ttlSeconds: 60 });
+    expect((await b.admin.registry.listInstances({ namespace: "silent", service: "api" })).instances[0]!.weight).toBe(100);
+    // A writer that died between its commit and its notice, as seen from the replicas.
+    const client = new pg.Client({ connectionString: databaseUrl });
+    await client.connect();
+    await client.query("update instances set weight = 3 where id = $1", [instance!.id]);
+    await client.end();
+    await until(async () => (await b.admin.registry.listInstances({ namespace: "silent", service: "api" })).instances[0]!.weight === 3, 3_000, "the unannounced change to show");
+  });
+
+  it("answer over HTTP from the same memory", async () => {
+    const listed = await b.http("GET", "/v1/namespaces/mem/services/api/instances?healthy_only=true", { token: ADMIN_TOKEN });
+    expect(listed.status).toBe(200);
+    expect(listed.body.instances).toHaveLength(19);
+  });
+});
+
+describe("blocking queries over HTTP", () => {
+  const list = (t: TestApp, query = "") => t.http("GET", `/v1/namespaces/block/services/api/instances${query}`, { token: ADMIN_TOKEN });
+
+  it("answer as soon as the index passes the caller's, with the new list and index", async () => {
+    await a.admin.namespaces.createNamespace({ namespace: { name: "block" } });
+    await a.admin.registry.registerInstance({ namespace: "block", service: "api", host: "h", port: 1, ttlSeconds: 60 });
+    const first = await list(b);
+    const index = Number(first.headers.get("x-atrium-index"));
+    expect(index).toBeGreaterThan(0);
+
+    // Waits up to 300 s; the registration on the other replica wakes it.
+    const blocked = list(b, `?index=${index}&wait=300s`);
+    let answered = false;
+    void blocked.then(() => (answered = true));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(answered).toBe(false);
+    // A change to another service of the namespace does not wake it.
+    await a.admin.registry.registerInstance({ namespace: "block", service: "other", host: "h", port: 1, ttlSeconds: 60 });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(answered).toBe(false);
+    await a.admin.registry.registerInstance({ namespace: "block", service: "api", host: "h", port: 2, ttlSeconds: 60 });
+    const woken = await blocked;
+    expect(woken.status).toBe(200);
+    expect(woken.body.instances.map((i: { port: number }) => i.port)).toEqual([1, 2]);
+    expect(Number(woken.headers.get("x-atrium-index"))).toBeGreaterThan(index);
+
+    // ListServices blocks on the whole namespace.
+    const services = await b.http("GET", "/v1/namespaces/block/services", { token: ADMIN_TOKEN });
+    const servicesIndex = Number(services.headers.get("x-atrium-index"));
+    const blockedServices = b.http("GET", `/v1/namespaces/block/services?index=${servicesIndex}&wait=300s`, { token: ADMIN_TOKEN });
+    await a.admin.registry.registerInstance({ namespace: "block", service: "third", host: "h", port: 1, ttlSeconds: 60 });
+    expect((await blockedServices).body.services.map((s: { name: string }) => s.name)).toEqual(["api", "other", "third"]);
+  });
+
+  it("answer at the end of the wait with the same list and index when nothing changed", async () => {
+    const now = await list(a);
+    const index = now.headers.get("x-atrium-index");
+    const waited = await list(a, `?index=${index}&wait=0.5s`);
+    expect(waited.status).toBe(200);
+    expect(waited.headers.get("x-atrium-index")).toBe(index);
+    expect(waited.body).toEqual(now.body);
+  });
+
+  it.each([
+    ["?index=1&wait=soon", "wait"],
+    ["?index=1&wait=601s", "wait"],
+    ["?index=1&wait=-1s", "wait"],
+    ["?wait=1s", "index"],
+    ["?index=-1&wait=1s", "index"],
+    ["?index=x&wait=1s", "index"],
+  ])("refuse %s naming %s", async (query, field) => {
+    const bad = await list(a, query);
+    expect(bad.status).toBe(400);
+    expect(bad.body.details[0].field_violations.map((v: { field: string }) => v.field)).toEqual([field]);
+  });
+});
