@@ -68,7 +68,7 @@ function scratch(name: string, length: number): Float32Array {
 
 // The face outline (MediaPipe FACE_OVAL, in order around the face) stays where the target's is, so the
 // blend edge follows the target's head; only the features inside take the source's proportions.
-const OVAL = [
+export const OVAL = [
   10, 338, 297, 332, 284, 251, 389, 356, 454, 323, 361, 288, 397, 365, 379, 378, 400, 377, 152, 148, 176, 149, 150,
   136, 172, 58, 132, 93, 234, 127, 162, 21, 54, 103, 67, 109,
 ];
