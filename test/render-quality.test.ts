@@ -178,13 +178,23 @@ describe("quality judge", () => {
 });
 
 describe("rendered faces", () => {
-  it.each(["v1", "v2"] as const)("%s: judged on the pan, the turned head and the occluded face", async (style) => {
+  it.each(["v1", "v2"] as const)("%s: nothing past the face, no speckles, seams, softness or flicker, identity moved (pan, turned head, occluded)", async (style) => {
     for (const clip of clips) {
       const output = await render(clip, style);
       const scores = await judge.judge(clip.frames, output, FRAMES, path.join(artifacts, `${clip.name}-${style}.png`));
-      console.log(report(`${clip.name} ${style}`, scores));
-      expect(scores.length).toBeGreaterThan(0);
-      if (clip.name === "occluded") console.log(`occluded ${style}: share of the occluder painted over ${occluderChange(clip.frames, output).toFixed(3)}`);
+      const text = report(`${clip.name} ${style}`, scores);
+      console.log(text);
+      expect(scores.length, text).toBeGreaterThan(0);
+      for (const score of scores) expect(failures(score, ["outside"]), text).toEqual([]);
+      // Medians over the clip's faces: a single small face's measures are noisy after H.264.
+      const summary = summarise(scores);
+      const medians = { ...scores[0]!, ...summary };
+      expect(failures(medians, ["speckles", "seam", "sharpness", "flicker", "colourStep"]), text).toEqual([]);
+      // v1 keeps the target's skin and light by design (its weaker identity is documented); on the turned
+      // head face-api's median then moves by about its re-encoding noise, so v1 answers to faceres only.
+      const identity = identityFailures(summary).filter((failure) => style === "v2" || failure.startsWith("faceres"));
+      expect(identity, text).toEqual([]);
+      if (clip.options.occluder) expect(occluderChange(clip.frames, output), "share of the occluder painted over").toBeLessThan(0.01);
     }
   }, 180_000);
 });
