@@ -2,7 +2,7 @@ import fs from "node:fs/promises";
 import { encodePng, type RgbImage } from "../../src/faceswap/render/images.js";
 import type { FaceData } from "../../src/faceswap/render/protocol.js";
 import { analyseImage } from "../../src/faceswap/render/sources.js";
-import { OVAL } from "../../src/faceswap/render/swap.js";
+import { FEATURE_OUTLINES, OVAL } from "../../src/faceswap/render/swap.js";
 import { iou } from "../../src/faceswap/render/tracker.js";
 import { WorkerPool } from "../../src/faceswap/render/worker-pool.js";
 import type { Logger } from "../../src/platform/logger.js";
@@ -23,12 +23,20 @@ export interface FaceScore {
   speckles: number;
   /** Gradient of the low-passed luma along the outline (0.8 < r < 1.15), output over input. */
   seam: number;
-  /** Variance of the Laplacian of luma inside (r < 0.85), output over input. */
+  /** Variance of the Laplacian of luma inside (r < 0.85, the input's marks left out), output over input. */
   sharpness: number;
   /** Mean change of luma inside from this frame to the next, output over input. */
   flicker: number;
   /** Colour step (YCbCr distance) from the rim inside the outline to the band outside it, output minus input. */
   colourStep: number;
+  /** Mean luma inside (r < 0.75, features left out) over the band outside the lower half (1.05 < r < 1.25), output over input. */
+  tone: number;
+  /**
+   * Share of the input's marks (make-up, paint, moles: small dark spots inside the face, apart from
+   * its eyes, brows, lips and nostrils) still dark in the output. A swap replaces them; the input as
+   * its own output keeps them all, so this is judged on swaps only. NaN where the input has too few.
+   */
+  marks: number;
   /** Human faceres similarity to the new face, output minus input (-1: no face found in the output). */
   faceres: number;
   /** face-api descriptor distance to the new face, input minus output (positive: closer). */
@@ -48,7 +56,14 @@ export const LIMITS = {
   sharpness: { min: 0.6 },
   flicker: { max: 1.6 },
   colourStep: { max: 6 },
+  tone: { min: 0.88, max: 1.12 },
 } as const;
+
+/**
+ * Bound on the median share of the input's marks that survive a swap (over the faces that have
+ * enough of them): the renderer keeps what covers a face, and make-up is not that.
+ */
+export const MARKS_LIMIT = { max: 0.35 } as const;
 
 /**
  * Bounds on the median identity shift of a clip's faces. One face's embedding moves by up to 0.04
@@ -68,13 +83,14 @@ export function failures(score: FaceScore, measures: readonly Measure[] = Object
   return measures.flatMap((name) => (outside(score[name], LIMITS[name]) ? [`${name} ${score[name].toFixed(3)}`] : []));
 }
 
-export type Summary = Record<Measure | keyof typeof IDENTITY_LIMITS, number> & { failing: number };
+export type Summary = Record<Measure | keyof typeof IDENTITY_LIMITS | "marks", number> & { failing: number };
 
 /** Median of each measure over `scores`, and the share of faces that fail any of LIMITS. */
 export function summarise(scores: FaceScore[]): Summary {
   const median = (values: number[]) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
   const names = [...Object.keys(LIMITS), ...Object.keys(IDENTITY_LIMITS)] as (Measure | keyof typeof IDENTITY_LIMITS)[];
   const medians = Object.fromEntries(names.map((name) => [name, median(scores.map((s) => s[name]))])) as Summary;
+  medians.marks = median(scores.flatMap((s) => (Number.isNaN(s.marks) ? [] : [s.marks])));
   return { ...medians, failing: scores.filter((s) => failures(s).length > 0).length / Math.max(1, scores.length) };
 }
 
@@ -89,6 +105,7 @@ export function formatSummary(summary: Summary): string {
   return (
     `outside ${summary.outside.toFixed(3)} speckles ${summary.speckles.toFixed(2)} seam ${summary.seam.toFixed(2)} ` +
     `sharpness ${summary.sharpness.toFixed(2)} flicker ${summary.flicker.toFixed(2)} colour ${summary.colourStep.toFixed(1)} ` +
+    `tone ${summary.tone.toFixed(2)} marks ${summary.marks.toFixed(2)} ` +
     `faceres ${summary.faceres.toFixed(3)} face-api ${summary.faceApi.toFixed(3)} failing ${(summary.failing * 100).toFixed(0)}%`
   );
 }
@@ -146,15 +163,21 @@ export class QualityJudge {
       for (const [i, face] of faces.entries()) {
         const reg = regions[i]!;
         const others = regions.filter((_, k) => k !== i);
+        // Sharpness leaves out the input's marks: make-up's edges, gone from a good swap, would read as
+        // the new face being soft.
+        const marks = inputMarks(before, reg, face.mesh);
+        const plain = Uint8Array.from(boxBlur(Float32Array.from(marks.dark), reg.w, reg.h, 1), (v) => (v > 0 ? 0 : 1));
         scores.push({
           frame: f,
           face: i,
           outside: outsideChange(before, after, reg, others),
           speckles: impulses(after, reg) - impulses(before, reg),
           seam: seamStrength(after, reg) / Math.max(1e-6, seamStrength(before, reg)),
-          sharpness: laplacianVariance(after, reg) / Math.max(1e-6, laplacianVariance(before, reg)),
+          sharpness: laplacianVariance(after, reg, plain) / Math.max(1e-6, laplacianVariance(before, reg, plain)),
           flicker: frameChange(after, afterNext, reg) / Math.max(0.5, frameChange(before, beforeNext, reg)),
           colourStep: colourStep(after, reg) - colourStep(before, reg),
+          tone: toneRatio(after, reg, face.mesh) / Math.max(1e-6, toneRatio(before, reg, face.mesh)),
+          marks: marksKept(after, reg, marks),
           ...(await this.identity(face, before, after, swapped)),
         });
         row.push(tile(before, reg), tile(after, reg));
@@ -316,12 +339,13 @@ function seamStrength(image: RgbImage, reg: Region): number {
   return sum / Math.max(1, n);
 }
 
-function laplacianVariance(image: RgbImage, reg: Region): number {
+/** Over the pixels of r < 0.85 where `mask` is 1. */
+function laplacianVariance(image: RgbImage, reg: Region, mask: Uint8Array): number {
   const plane = lumaPlane(image, reg, 0, 0);
   let sum = 0, sq = 0, n = 0;
   for (let y = 1; y < reg.h - 1; y++) {
     for (let x = 1; x < reg.w - 1; x++) {
-      if (reg.r[y * reg.w + x]! >= 0.85) continue;
+      if (reg.r[y * reg.w + x]! >= 0.85 || mask[y * reg.w + x] === 0) continue;
       const i = y * reg.w + x;
       const lap = plane[i - 1]! + plane[i + 1]! + plane[i - reg.w]! + plane[i + reg.w]! - 4 * plane[i]!;
       sum += lap;
@@ -364,6 +388,100 @@ function colourStep(image: RgbImage, reg: Region): number {
   }
   if (inner[3] === 0 || outer[3] === 0) return 0;
   return Math.hypot(...[0, 1, 2].map((c) => inner[c]! / inner[3]! - outer[c]! / outer[3]!));
+}
+
+/** 1 on the face's features in `reg` (eye openings, brows, outer lips, a disc over the nostrils), grown by `grow` pixels. */
+function featureMask(reg: Region, mesh: Float32Array, grow: number): Uint8Array {
+  const mask = new Uint8Array(reg.w * reg.h);
+  const discs: Array<[number, number, number]> = [];
+  // The nostrils: a disc across the nose's wings (98, 327) below its tip.
+  const wing = Math.hypot(mesh[2 * 98]! - mesh[2 * 327]!, mesh[2 * 98 + 1]! - mesh[2 * 327 + 1]!);
+  discs.push([(mesh[2 * 98]! + mesh[2 * 327]! + mesh[2 * 2]!) / 3, (mesh[2 * 98 + 1]! + mesh[2 * 327 + 1]! + mesh[2 * 2 + 1]!) / 3, wing * 0.6]);
+  for (let y = 0; y < reg.h; y++) {
+    for (let x = 0; x < reg.w; x++) {
+      const px = reg.x0 + x + 0.5, py = reg.y0 + y + 0.5;
+      const inside = FEATURE_OUTLINES.some((polygon) => {
+        let crossings = 0;
+        for (let k = 0; k < polygon.length; k++) {
+          const p = polygon[k]!, q = polygon[(k + 1) % polygon.length]!;
+          const ax = mesh[2 * p]!, ay = mesh[2 * p + 1]!, bx = mesh[2 * q]!, by = mesh[2 * q + 1]!;
+          if ((ay <= py) !== (by <= py) && px < ax + ((py - ay) / (by - ay)) * (bx - ax)) crossings++;
+        }
+        return crossings % 2 === 1;
+      });
+      if (inside || discs.some(([cx, cy, r]) => Math.hypot(px - cx, py - cy) <= r)) mask[y * reg.w + x] = 1;
+    }
+  }
+  const grown = boxBlur(Float32Array.from(mask), reg.w, reg.h, grow);
+  return Uint8Array.from(grown, (v) => (v > 0 ? 1 : 0));
+}
+
+function toneRatio(image: RgbImage, reg: Region, mesh: Float32Array): number {
+  const features = featureMask(reg, mesh, 1);
+  let inner = 0, ni = 0, outer = 0, no = 0;
+  for (let y = 0; y < reg.h; y++) {
+    for (let x = 0; x < reg.w; x++) {
+      const i = y * reg.w + x, r = reg.r[i]!;
+      const luma = lumaOf(image, reg.x0 + x, reg.y0 + y);
+      if (r < 0.75 && features[i] === 0) {
+        inner += luma;
+        ni++;
+      } else if (y >= reg.h / 2 && r > 1.05 && r < 1.25) {
+        outer += luma;
+        no++;
+      }
+    }
+  }
+  return ni > 0 && no > 0 ? inner / ni / Math.max(1, outer / no) : 1;
+}
+
+/** Marks below this share of the face's inside are too few to judge (a freckle or two). */
+const MIN_MARKS = 0.01;
+
+interface Marks {
+  /** 1 on the features (grown), see featureMask. */
+  features: Uint8Array;
+  /** 1 on the input's marks: darker by 30 than the face around them (r < 0.85), off the features. */
+  dark: Uint8Array;
+  /** Blur radius of "the face around". */
+  radius: number;
+  /** Whether they cover MIN_MARKS of the face's inside. */
+  enough: boolean;
+}
+
+function inputMarks(before: RgbImage, reg: Region, mesh: Float32Array): Marks {
+  const size = faceSize(reg);
+  const features = featureMask(reg, mesh, Math.max(1, Math.round(size * 0.03)));
+  const radius = Math.max(2, Math.round(size * 0.08));
+  const plain = lumaPlane(before, reg, radius, 2);
+  const dark = new Uint8Array(reg.w * reg.h);
+  let count = 0, n = 0;
+  for (let y = 0; y < reg.h; y++) {
+    for (let x = 0; x < reg.w; x++) {
+      const i = y * reg.w + x;
+      if (reg.r[i]! >= 0.85) continue;
+      n++;
+      if (features[i] === 1 || lumaOf(before, reg.x0 + x, reg.y0 + y) > plain[i]! - 30) continue;
+      dark[i] = 1;
+      count++;
+    }
+  }
+  return { features, dark, radius, enough: count >= MIN_MARKS * n };
+}
+
+function marksKept(after: RgbImage, reg: Region, marks: Marks): number {
+  if (!marks.enough) return NaN;
+  const plain = lumaPlane(after, reg, marks.radius, 2);
+  let count = 0, kept = 0;
+  for (let y = 0; y < reg.h; y++) {
+    for (let x = 0; x < reg.w; x++) {
+      const i = y * reg.w + x;
+      if (marks.dark[i] === 0) continue;
+      count++;
+      if (lumaOf(after, reg.x0 + x, reg.y0 + y) < plain[i]! - 15) kept++;
+    }
+  }
+  return kept / Math.max(1, count);
 }
 
 const TILE = 128;

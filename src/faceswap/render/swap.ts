@@ -46,15 +46,16 @@ export interface StyleParams {
  *
  * v1 keeps more of the target's skin: 40 % of its fine texture on top of the new face, the new
  * face's light and colour all the way to the target's over a wide blur (25 % of the face) with 20 %
- * of its finer chroma, a light unsharp mask (0.4), the features half way to the source's
- * proportions, 95 % opacity and a wide feather (8 %). v2 keeps the new face: its light and colour
- * move 90 % of the way over 15 % of the face with half of its finer chroma, an unsharp mask (0.7)
- * restores the detail the warp softened, the features take the source's proportions fully, full
- * opacity and a narrower feather (5 %). A stronger unsharp mask (1.0) doubled the speckles.
+ * of its finer chroma, an unsharp mask on luma (1.3) against that blur's softness, the features half
+ * way to the source's proportions, 95 % opacity and a wide feather (8 %). v2 keeps the new face: its
+ * light and colour move 90 % of the way over 15 % of the face with 60 % of its finer chroma, an
+ * unsharp mask on luma (1.1) restores the detail the warp softened, the features take the source's
+ * proportions fully (less as the head turns, see `frontal`), full opacity and a narrower feather
+ * (4.5 %). The unsharp mask works on luma alone: on each channel, 1.0 doubled the speckles.
  */
 export const STYLES: Record<StyleVersion, StyleParams> = {
-  v1: { opacity: 0.95, light: 1, chroma: 1, chromaDetail: 0.2, lightRadius: 0.25, sharpen: 0.4, keepTexture: 0.4, feather: 0.08, reshape: 0.5 },
-  v2: { opacity: 1, light: 0.9, chroma: 0.9, chromaDetail: 0.5, lightRadius: 0.15, sharpen: 0.7, keepTexture: 0, feather: 0.05, reshape: 1 },
+  v1: { opacity: 0.95, light: 1, chroma: 1, chromaDetail: 0.2, lightRadius: 0.25, sharpen: 1.3, keepTexture: 0.4, feather: 0.08, reshape: 0.5 },
+  v2: { opacity: 1, light: 0.9, chroma: 0.9, chromaDetail: 0.6, lightRadius: 0.15, sharpen: 1.1, keepTexture: 0, feather: 0.045, reshape: 1 },
 };
 
 // Per-frame buffers are reused (grown as needed): allocating them for every face made the garbage
@@ -162,6 +163,20 @@ export function reshape(target: Float32Array, neutral: Float32Array, source: Flo
 
 const RESHAPE_INSET = 0.97;
 
+// The reshape lays the source's proportions on in the image plane, which is right for a face seen from
+// the front only: on a head turned to the side it moved the far eye and brow across the foreshortened
+// side, and the new face read as a second, frontal face laid over the turned one. It fades out between
+// these ratios of the nose tip's distances to the two sides of the face.
+const FRONTAL = [0.35, 0.75] as const;
+
+/** 1 for a face seen from the front, falling to 0 as it turns to the side (see FRONTAL). */
+function frontal(mesh: Float32Array): number {
+  const near = Math.hypot(mesh[2 * 1]! - mesh[2 * 234]!, mesh[2 * 1 + 1]! - mesh[2 * 234 + 1]!);
+  const far = Math.hypot(mesh[2 * 1]! - mesh[2 * 454]!, mesh[2 * 1 + 1]! - mesh[2 * 454 + 1]!);
+  const ratio = Math.min(near, far) / Math.max(1e-6, Math.max(near, far));
+  return Math.min(1, Math.max(0, (ratio - FRONTAL[0]) / (FRONTAL[1] - FRONTAL[0])));
+}
+
 /**
  * Moves each inner point of `mesh` that lies further from the centre of `outline`'s outline (OVAL)
  * than `limit` of the way to it back to that distance, along the same ray.
@@ -221,6 +236,22 @@ const BROWS = [
   [300, 293, 334, 296, 336, 285, 295, 282, 283, 276],
 ];
 
+// The inner lips' gap over the mouth's width from which the mouth counts as open, and from which
+// fully: below it the lips touch and the polygon between them is a thin line of the target's lip
+// edge, drawn as a dark or white streak across the new face's closed mouth.
+const MOUTH_OPEN = [0.06, 0.14] as const;
+
+/** How open the mouth of `mesh` is, 0 (closed) to 1, from the inner lips' gap over the mouth's width. */
+function mouthOpen(mesh: Float32Array): number {
+  const gap = Math.hypot(mesh[2 * 13]! - mesh[2 * 14]!, mesh[2 * 13 + 1]! - mesh[2 * 14 + 1]!);
+  const width = Math.hypot(mesh[2 * 61]! - mesh[2 * 291]!, mesh[2 * 61 + 1]! - mesh[2 * 291 + 1]!);
+  const t = Math.min(1, Math.max(0, (gap / Math.max(1e-6, width) - MOUTH_OPEN[0]) / (MOUTH_OPEN[1] - MOUTH_OPEN[0])));
+  return t * t * (3 - 2 * t);
+}
+
+/** The features' outlines (brows, outer lips, eye openings): not skin-coloured, but the face's own. */
+export const FEATURE_OUTLINES: readonly (readonly number[])[] = [...BROWS, OUTER_LIPS, ...EYE_OPENINGS];
+
 /** Region of the frame the face is drawn in, and the buffers over it. */
 interface Patch {
   x0: number;
@@ -251,7 +282,7 @@ export function swapFace(
   triangles: ArrayLike<number>,
   style: StyleParams,
 ): void {
-  const drawnMesh = reshape(target, neutral, source.mesh, style.reshape);
+  const drawnMesh = reshape(target, neutral, source.mesh, style.reshape * frontal(target));
   const patch = warpTriangles(width, height, target, drawnMesh, depth, source, triangles);
   if (!patch) return;
   const { x0, y0, w, h, faceSize, warped, covered } = patch;
@@ -266,11 +297,23 @@ export function swapFace(
   const drawn = scratch("drawn", n);
   drawn.set(covered);
   const keep = scratch("keep", n).fill(0);
-  fillPolygon(keep, w, h, drawnMesh, INNER_LIPS, x0, y0, 1);
-  occlusion(targetPatch, covered, keep, target, x0, y0, w, h, faceSize);
-  for (let i = 0; i < n; i++) if (keep[i] === 1) drawn[i] = 0;
-  relight(warped, targetPatch, covered, drawn, w, h, style, Math.max(1, Math.round(style.lightRadius * faceSize)));
-  if (style.sharpen > 0) addDetail(warped, warped, w, h, style.sharpen, 1);
+  const open = mouthOpen(target);
+  if (open > 0) for (const mesh of [target, drawnMesh]) fillPolygon(keep, w, h, mesh, INNER_LIPS, x0, y0, open);
+  const targetFeatures = featureMask("targetFeatures", target, x0, y0, w, h);
+  const notSkin = occlusion(targetPatch, covered, keep, targetFeatures, w, h, faceSize);
+  for (let i = 0; i < n; i++) drawn[i] = drawn[i]! * (1 - keep[i]!);
+  // The light is measured on skin only, on both faces: the target's eyes, brows, lips and make-up
+  // blurred into its light field would lay a dark ghost of its features over the new face's (a second
+  // face where the two differ, as on a turned head), and the new face's own would be lifted by the
+  // same ratio.
+  const drawnFeatures = featureMask("drawnFeatures", drawnMesh, x0, y0, w, h);
+  const sourceSkin = scratch("sourceSkin", n), targetSkin = scratch("targetSkin", n);
+  for (let i = 0; i < n; i++) {
+    sourceSkin[i] = covered[i]! * (1 - drawnFeatures[i]!);
+    targetSkin[i] = notSkin ? drawn[i]! * (1 - targetFeatures[i]!) * (1 - notSkin[i]!) : drawn[i]! * (1 - targetFeatures[i]!);
+  }
+  relight(warped, targetPatch, covered, sourceSkin, targetSkin, w, h, style, Math.max(1, Math.round(style.lightRadius * faceSize)));
+  if (style.sharpen > 0) sharpenLuma(warped, w, h, style.sharpen);
   if (style.keepTexture > 0) addDetail(warped, targetPatch, w, h, style.keepTexture, Math.max(1, Math.round(faceSize / 80)));
   const alpha = featherMask(drawn, w, h, Math.max(1, Math.round(style.feather * faceSize)));
   for (let y = 0; y < h; y++) {
@@ -388,9 +431,13 @@ function warpTriangles(
   }
   // The reshape can fold a few small triangles (nostrils, lip corners) and leave holes in the target's
   // visible face; they take the colours around them instead of staying black.
+  // The mesh has no triangles between the inner lips: a closed mouth's gap takes the new face's lips
+  // around it too (where the mouth is open, swapFace keeps the target's).
+  const gap = scratch("mouthGap", w * h).fill(0);
+  fillPolygon(gap, w, h, target, INNER_LIPS, x0, y0, 1);
   pushPull(weights, w, h);
   for (let i = 0; i < w * h; i++) {
-    if (zTarget[i] === Infinity || covered[i] === 1) continue;
+    if ((zTarget[i] === Infinity && gap[i] === 0) || covered[i] === 1) continue;
     covered[i] = 1;
     for (let ch = 0; ch < 3; ch++) warped[i * 3 + ch] = weights[i * 4 + ch]!;
   }
@@ -482,15 +529,23 @@ function fillPolygon(mask: Float32Array, w: number, h: number, mesh: Float32Arra
 }
 
 /**
- * Marks in `keep` the covered pixels whose colour is far from the target's skin: a hand or glass in
- * front of the face, hair over the forehead, background the mesh reaches on a turned head. The skin
- * model is the covered pixels' mean and spread in YCbCr (outliers trimmed once); the brows and lips,
- * which are not skin-coloured but belong to the face, are never marked.
+ * Marks in `keep` the covered pixels whose colour is far from the target's skin and that come in from
+ * its edge (see keepOccluders): a hand or glass in front of the face, hair over the forehead,
+ * background the mesh reaches on a turned head. Returns all the clusters of such pixels (make-up
+ * too), or nothing when the face shows too little skin to tell. The skin model is the covered
+ * pixels' mean and spread in YCbCr (outliers trimmed once); the brows and lips, which are not
+ * skin-coloured but belong to the face, are never marked.
  */
-function occlusion(target: Float32Array, covered: Float32Array, keep: Float32Array, mesh: Float32Array, x0: number, y0: number, w: number, h: number, faceSize: number): void {
+function occlusion(
+  target: Float32Array,
+  covered: Float32Array,
+  keep: Float32Array,
+  features: Float32Array,
+  w: number,
+  h: number,
+  faceSize: number,
+): Float32Array | undefined {
   const n = w * h;
-  const features = scratch("features", n).fill(0);
-  for (const polygon of [...BROWS, OUTER_LIPS, ...EYE_OPENINGS]) fillPolygon(features, w, h, mesh, polygon, x0, y0, 1);
   const mean = [0, 0, 0], spread = [Infinity, Infinity, Infinity];
   for (let round = 0; round < 2; round++) {
     const sum = [0, 0, 0], sq = [0, 0, 0];
@@ -505,7 +560,7 @@ function occlusion(target: Float32Array, covered: Float32Array, keep: Float32Arr
       }
       count++;
     }
-    if (count < 32) return;
+    if (count < 32) return undefined;
     for (let c = 0; c < 3; c++) {
       mean[c] = sum[c]! / count;
       spread[c] = Math.sqrt(Math.max(4, sq[c]! / count - mean[c]! ** 2));
@@ -519,7 +574,56 @@ function occlusion(target: Float32Array, covered: Float32Array, keep: Float32Arr
   }
   // A lone outlier (a freckle, a highlight, codec noise) is not an occluder: only clusters count.
   const clustered = boxBlur(off, scratch("offBlur", n), w, h, 1, Math.max(1, Math.round(faceSize * 0.015)));
-  for (let i = 0; i < n; i++) if (clustered[i]! > 0.5) keep[i] = 1;
+  for (let i = 0; i < n; i++) off[i] = covered[i] === 1 && clustered[i]! > 0.5 ? 1 : 0;
+  keepOccluders(off, covered, keep, w, h, OCCLUDER_AREA * faceSize * faceSize);
+  return off;
+}
+
+// A hand, a glass or hair in front of the face comes in from outside it: its not-skin region reaches
+// the face's edge and is large. Make-up, tattoos and moles sit inside the face, apart from its edge
+// (a clown's dark marks around the eyes and on the cheeks): those are the target's skin, replaced.
+const OCCLUDER_AREA = 0.03;
+
+/**
+ * Marks in `keep` the connected regions of `off` (4-neighbours) that touch the edge of `covered` (a
+ * pixel next to an uncovered one or the patch's border) and cover at least `minArea` pixels.
+ */
+function keepOccluders(off: Float32Array, covered: Float32Array, keep: Float32Array, w: number, h: number, minArea: number): void {
+  const label = scratch("offLabel", w * h).fill(0);
+  const stack: number[] = [];
+  const members: number[] = [];
+  for (let start = 0; start < w * h; start++) {
+    if (off[start] === 0 || label[start] !== 0) continue;
+    label[start] = 1;
+    stack.push(start);
+    members.length = 0;
+    let edge = false;
+    while (stack.length > 0) {
+      const i = stack.pop()!;
+      members.push(i);
+      const x = i % w, y = (i - x) / w;
+      for (const [nx, ny] of [[x - 1, y], [x + 1, y], [x, y - 1], [x, y + 1]] as const) {
+        if (nx < 0 || ny < 0 || nx >= w || ny >= h) {
+          edge = true;
+          continue;
+        }
+        const j = ny * w + nx;
+        if (covered[j] === 0) edge = true;
+        if (off[j] === 1 && label[j] === 0) {
+          label[j] = 1;
+          stack.push(j);
+        }
+      }
+    }
+    if (edge && members.length >= minArea) for (const i of members) keep[i] = 1;
+  }
+}
+
+/** 1 on the eye openings, outer lips and brows of `mesh` in the patch, 0 elsewhere (in scratch buffer `name`). */
+function featureMask(name: string, mesh: Float32Array, x0: number, y0: number, w: number, h: number): Float32Array {
+  const mask = scratch(name, w * h).fill(0);
+  for (const polygon of FEATURE_OUTLINES) fillPolygon(mask, w, h, mesh, polygon, x0, y0, 1);
+  return mask;
 }
 
 /** Whether the colour in `ycbcr` lies within `k` spreads of the skin model (chroma, and luma at twice that). */
@@ -590,28 +694,41 @@ const ycbcr: [number, number, number] = [0, 0, 0];
 
 /**
  * Moves the new face's low frequencies to the target's: each of Y, Cb and Cr of both is blurred over
- * `radius` (over `from` pixels for the new face and `skin` pixels for the target, so hair, background,
- * open mouth and occluders do not count), then the new face's luma is scaled by the ratio of the two
+ * `radius` (weighted by `fromSkin` for the new face and `skin` for the target, so hair, background,
+ * open mouth, occluders and the features do not count), then, over `from`, the new face's luma is scaled by the ratio of the two
  * (shading and light) and its chroma shifted by their difference (skin tone, a coloured light on the
  * source photo), `style.light` and `style.chroma` of the way. Detail finer than the blur stays the
  * new face's.
  */
-function relight(warped: Float32Array, target: Float32Array, from: Float32Array, skin: Float32Array, w: number, h: number, style: StyleParams, radius: number): void {
+function relight(
+  warped: Float32Array,
+  target: Float32Array,
+  from: Float32Array,
+  fromSkin: Float32Array,
+  skin: Float32Array,
+  w: number,
+  h: number,
+  style: StyleParams,
+  radius: number,
+): void {
   const n = w * h;
   const packed = scratch("light", n * 8).fill(0);
   for (let i = 0; i < n; i++) {
-    if (from[i] === 0) continue;
-    toYCbCr(warped, i * 3);
-    packed[i * 8] = ycbcr[0];
-    packed[i * 8 + 1] = ycbcr[1];
-    packed[i * 8 + 2] = ycbcr[2];
-    packed[i * 8 + 3] = 1;
-    if (skin[i] === 0) continue;
-    toYCbCr(target, i * 3);
-    packed[i * 8 + 4] = ycbcr[0];
-    packed[i * 8 + 5] = ycbcr[1];
-    packed[i * 8 + 6] = ycbcr[2];
-    packed[i * 8 + 7] = 1;
+    const ws = fromSkin[i]!, wt = skin[i]!;
+    if (ws > 0) {
+      toYCbCr(warped, i * 3);
+      packed[i * 8] = ycbcr[0] * ws;
+      packed[i * 8 + 1] = ycbcr[1] * ws;
+      packed[i * 8 + 2] = ycbcr[2] * ws;
+      packed[i * 8 + 3] = ws;
+    }
+    if (wt > 0) {
+      toYCbCr(target, i * 3);
+      packed[i * 8 + 4] = ycbcr[0] * wt;
+      packed[i * 8 + 5] = ycbcr[1] * wt;
+      packed[i * 8 + 6] = ycbcr[2] * wt;
+      packed[i * 8 + 7] = wt;
+    }
   }
   // Two box passes approach a Gaussian; one leaves visible steps where the face's edge enters the box.
   const field = boxBlur(boxBlur(packed, scratch("light1", n * 8), w, h, 8, radius), packed, w, h, 8, radius);
@@ -621,7 +738,7 @@ function relight(warped: Float32Array, target: Float32Array, from: Float32Array,
     if (ws < 1e-3 || wt < 1e-3) continue;
     const sy = field[i * 8]! / ws, ty = field[i * 8 + 4]! / wt;
     toYCbCr(warped, i * 3);
-    const ratio = Math.min(3, Math.max(0.33, (ty + 1) / (sy + 1)));
+    const ratio = Math.min(5, Math.max(0.2, (ty + 1) / (sy + 1)));
     ycbcr[0] *= 1 + style.light * (ratio - 1);
     for (let c = 1; c < 3; c++) {
       const own = field[i * 8 + c]! / ws;
@@ -701,6 +818,20 @@ function fromYCbCr(rgb: Float32Array, p: number): void {
 function addDetail(to: Float32Array, from: Float32Array, w: number, h: number, amount: number, radius: number): void {
   const blurred = boxBlur(from, scratch("detail", from.length), w, h, 3, radius);
   for (let i = 0; i < to.length; i++) to[i]! += amount * (from[i]! - blurred[i]!);
+}
+
+/**
+ * Unsharp mask on luma only (radius 1): the same high-pass of luma added to each channel. Sharpening
+ * each channel on its own also sharpens the warped source's chroma noise into coloured speckles.
+ */
+function sharpenLuma(rgb: Float32Array, w: number, h: number, amount: number): void {
+  const blurred = boxBlur(rgb, scratch("detail", rgb.length), w, h, 3, 1);
+  for (let p = 0; p < rgb.length; p += 3) {
+    const d = amount * (0.299 * (rgb[p]! - blurred[p]!) + 0.587 * (rgb[p + 1]! - blurred[p + 1]!) + 0.114 * (rgb[p + 2]! - blurred[p + 2]!));
+    rgb[p]! += d;
+    rgb[p + 1]! += d;
+    rgb[p + 2]! += d;
+  }
 }
 
 /**
