@@ -589,29 +589,26 @@ const OCCLUDER_AREA = 0.03;
  * pixel next to an uncovered one or the patch's border) and cover at least `minArea` pixels.
  */
 function keepOccluders(off: Float32Array, covered: Float32Array, keep: Float32Array, w: number, h: number, minArea: number): void {
-  const label = scratch("offLabel", w * h).fill(0);
-  const stack: number[] = [];
+  const seen = scratch("offSeen", w * h).fill(0);
   const members: number[] = [];
   for (let start = 0; start < w * h; start++) {
-    if (off[start] === 0 || label[start] !== 0) continue;
-    label[start] = 1;
-    stack.push(start);
+    if (off[start] === 0 || seen[start] !== 0) continue;
+    seen[start] = 1;
     members.length = 0;
+    members.push(start);
     let edge = false;
-    while (stack.length > 0) {
-      const i = stack.pop()!;
-      members.push(i);
-      const x = i % w, y = (i - x) / w;
-      for (const [nx, ny] of [[x - 1, y], [x + 1, y], [x, y - 1], [x, y + 1]] as const) {
-        if (nx < 0 || ny < 0 || nx >= w || ny >= h) {
-          edge = true;
-          continue;
-        }
-        const j = ny * w + nx;
+    // `members` doubles as the queue: everything before `next` has had its neighbours visited.
+    for (let next = 0; next < members.length; next++) {
+      const i = members[next]!, x = i % w;
+      if (x === 0 || x === w - 1 || i < w || i >= w * (h - 1)) {
+        edge = true;
+        continue;
+      }
+      for (const j of [i - 1, i + 1, i - w, i + w]) {
         if (covered[j] === 0) edge = true;
-        if (off[j] === 1 && label[j] === 0) {
-          label[j] = 1;
-          stack.push(j);
+        else if (off[j] === 1 && seen[j] === 0) {
+          seen[j] = 1;
+          members.push(j);
         }
       }
     }
