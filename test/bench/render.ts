@@ -6,7 +6,9 @@ import { createFaceSwapEngine, type RendererOptions } from "../../src/faceswap/r
 import type { StyleVersion } from "../../src/platform/db/schema.js";
 import { createLogger } from "../../src/platform/logger.js";
 import { runFfmpeg } from "../../src/platform/media/ffmpeg.js";
+import { decodeFrames } from "../../src/faceswap/render/images.js";
 import { makeClip, samplePhoto } from "../support/footage.js";
+import { formatSummary, QualityJudge, summarise, type Summary } from "../support/quality.js";
 
 export interface RenderRun {
   name: string;
@@ -20,7 +22,12 @@ export interface RenderRun {
   /** CPU of the whole process tree (workers and ffmpeg children) per frame. */
   cpuMsPerFrame: number;
   peakRssMiB: number;
+  /** The quality judge's medians over three frames of the output (576 px runs only). */
+  quality?: Summary;
 }
+
+/** Judged frames of the 576 px outputs (each with the next, for flicker). */
+const JUDGED_FRAMES = [10, 50, 90];
 
 const SECONDS = 4;
 const FPS = 25;
@@ -69,10 +76,26 @@ export async function benchRender(): Promise<RenderRun[]> {
         runs.push({ name: `${width}x${height} ${style}`, width, height, style, frames, fps: frames / seconds, ffmpegFps, cpuMsPerFrame, peakRssMiB: memory.stop() });
       }
     }
+    await judgeRuns(runs, clip, face, dir);
     return runs;
   } finally {
     await renderer.close();
     await fs.rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** Scores the 576 px outputs with the quality judge, after the timed runs (it is not part of their speed). */
+async function judgeRuns(runs: RenderRun[], clip: string, face: string, dir: string): Promise<void> {
+  const judge = await QualityJudge.start(createLogger("warn"));
+  try {
+    await judge.setNewFace((await decodeFrames(face, { maxLongSide: 1024, maxFrames: 1 })).frames[0]!);
+    const input = (await decodeFrames(clip, { maxLongSide: 576, maxFrames: SECONDS * FPS })).frames;
+    for (const run of runs.filter((r) => r.width === 576)) {
+      const output = (await decodeFrames(path.join(dir, `out-${run.width}-${run.style}.mp4`), { maxLongSide: 576, maxFrames: SECONDS * FPS })).frames;
+      run.quality = summarise(await judge.judge(input, output, JUDGED_FRAMES));
+    }
+  } finally {
+    await judge.close();
   }
 }
 
@@ -96,6 +119,7 @@ export function printRenderRuns(runs: RenderRun[]): void {
       ].join(" "),
     );
   }
+  for (const r of runs) if (r.quality) console.log(`quality ${r.name}: ${formatSummary(r.quality)}`);
   console.log(`load average while measuring: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")} (other processes share the cores)`);
 }
 

@@ -7,6 +7,7 @@ import type { LoadResult } from "./load.js";
 import { benchFaceSwap } from "./faceswap.js";
 import { benchNamespaces } from "./namespaces.js";
 import { benchRegistry, benchWatchers, HEARTBEATS_PER_BATCH } from "./registry.js";
+import { failures, identityFailures } from "../support/quality.js";
 import { benchRender, printRenderRuns } from "./render.js";
 import { startServerProcess } from "./server-process.js";
 import { benchWebhooks, type DeliveryRun } from "./webhooks.js";
@@ -112,6 +113,11 @@ async function main(): Promise<void> {
       check("render >= 20 fps at 576 px with 3 faces", at576.every((r) => r.fps >= 20));
       check("render >= 8 fps at 1080 px with 3 faces", at1080.every((r) => r.fps >= 8));
       check("renderer peak RSS < 1.5 GiB", runs.every((r) => r.peakRssMiB < 1536));
+      const v2Quality = at576.find((r) => r.style === "v2")?.quality;
+      check(
+        "render quality (v2, 576 px): medians inside the judge's limits, identity moved",
+        v2Quality !== undefined && failures({ frame: 0, face: 0, ...v2Quality }).length === 0 && identityFailures(v2Quality).length === 0,
+      );
     }
   } finally {
     await server.stop();

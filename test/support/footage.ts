@@ -19,6 +19,10 @@ export interface ClipOptions {
   width?: number;
   /** Add a sine tone as an audio track. */
   audio?: boolean;
+  /** Part of the photo to film, as ffmpeg's crop takes it (w:h:x:y, 3:2); default the whole photo. */
+  crop?: string;
+  /** A dark object (a glass held up, a hand) moves across the frame at face height. */
+  occluder?: boolean;
 }
 
 /**
@@ -32,12 +36,36 @@ export async function makeClip(output: string, options: ClipOptions): Promise<st
   const zoom = `zoompan=z='1+0.15*on/${frames}':x='iw/2-(iw/zoom/2)+on*0.5':y='ih/2-(ih/zoom/2)':d=1:s=${width}x${evenHeight(width)}:fps=${fps}`;
   const args = ["-y", "-loglevel", "error", "-loop", "1", "-framerate", String(fps), "-i", options.photo ?? samplePhoto(1)];
   if (options.audio) args.push("-f", "lavfi", "-i", `sine=frequency=440:duration=${options.seconds}`);
-  args.push("-vf", `scale=${width * 2}:-2,${zoom}`, "-frames:v", String(frames), "-c:v", "libx264", "-preset", "ultrafast");
+  const filters = [options.crop ? `crop=${options.crop}` : "", `scale=${width * 2}:-2`, zoom].filter(Boolean).join(",");
+  if (options.occluder) {
+    const box = occluderBox(0, options.seconds, width, evenHeight(width));
+    args.push("-f", "lavfi", "-i", `color=c=0x283c64:s=${box.w}x${box.h}:r=${fps}`);
+    const x = `${OCCLUDER.from}*W+t/${options.seconds}*${OCCLUDER.travel}*W`;
+    args.push("-filter_complex", `[0:v]${filters}[bg];[bg][${options.audio ? 2 : 1}:v]overlay=x='${x}':y=${OCCLUDER.top}*H:eval=frame:shortest=1[v]`, "-map", "[v]");
+    if (options.audio) args.push("-map", "1:a");
+  } else {
+    args.push("-vf", filters);
+  }
+  args.push("-frames:v", String(frames), "-c:v", "libx264", "-preset", "ultrafast");
   args.push("-pix_fmt", "yuv420p");
   if (options.audio) args.push("-c:a", "aac", "-shortest");
   args.push(output);
   await runFfmpeg(args);
   return output;
+}
+
+// A plain upright block (a glass held up, a finger) crosses the frame from left to right over the
+// clip, in front of the middle face's cheek and mouth halfway through; shares of the frame.
+const OCCLUDER = { from: -0.17, travel: 1.24, top: 0.4, width: 0.036, height: 0.3 };
+
+/** Where makeClip's occluder is at `seconds` into a clip of `duration`, in pixels. */
+export function occluderBox(seconds: number, duration: number, width: number, height: number): { x: number; y: number; w: number; h: number } {
+  return {
+    x: Math.floor((OCCLUDER.from + (seconds / duration) * OCCLUDER.travel) * width),
+    y: Math.floor(OCCLUDER.top * height),
+    w: 2 * Math.round((OCCLUDER.width * width) / 2),
+    h: 2 * Math.round((OCCLUDER.height * height) / 2),
+  };
 }
 
 /** A clip with no faces at all (ffmpeg's test pattern), for paths where faces do not matter. */

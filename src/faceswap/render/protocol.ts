@@ -1,10 +1,14 @@
 import type { SourceFace, StyleParams } from "./swap.js";
 
-/** A face as the worker reports it: box [x, y, width, height] and mesh (x, y pairs) in frame pixels. */
+/**
+ * A face as the worker reports it: box [x, y, width, height] and mesh (x, y pairs) in frame pixels,
+ * with each point's depth (smaller is nearer the camera, same scale as x and y).
+ */
 export interface FaceData {
   box: [number, number, number, number];
   score: number;
   mesh: Float32Array;
+  depth: Float32Array;
   embedding?: number[];
 }
 
@@ -12,6 +16,8 @@ export interface SwapTarget {
   /** Index into the job's source faces. */
   source: number;
   mesh: Float32Array;
+  /** Depth of each mesh point (see FaceData). */
+  depth: Float32Array;
   /** The face's mean shape over its track laid over `mesh` (the swap keeps the difference: expression). */
   neutral: Float32Array;
 }

@@ -68,10 +68,10 @@ export class SwapStage implements FrameStage {
 
   private async targets(worker: number, index: number, faces: FaceData[]): Promise<SwapTarget[]> {
     const tracks = this.tracker.update(index, faces);
-    if (this.plan.mode === "all-faces") return tracks.map((track) => ({ source: 0, mesh: track.mesh, neutral: track.shape.neutral }));
+    if (this.plan.mode === "all-faces") return tracks.map((track) => ({ source: 0, mesh: track.mesh, depth: track.depth, neutral: track.shape.neutral }));
     const unknown = tracks.filter((track) => track.source === undefined && track.describeAt <= index);
     if (unknown.length > 0) await this.identify(worker, index, unknown);
-    return tracks.flatMap((track) => (track.source !== undefined && track.source >= 0 ? [{ source: track.source, mesh: track.mesh, neutral: track.shape.neutral }] : []));
+    return tracks.flatMap((track) => (track.source !== undefined && track.source >= 0 ? [{ source: track.source, mesh: track.mesh, depth: track.depth, neutral: track.shape.neutral }] : []));
   }
 
   /**

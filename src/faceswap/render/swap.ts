@@ -10,20 +10,26 @@ export interface SourceFace {
 }
 
 export interface StyleParams {
-  /** Peak opacity of the warped face over the target. */
+  /** Peak opacity of the new face over the target. */
   opacity: number;
-  /** How far the warped face's mean Y/Cb/Cr moves to the target's (0..1). */
-  meanTransfer: number;
-  /** How far its contrast (std) moves to the target's (0..1). */
-  stdTransfer: number;
+  /**
+   * How far the new face's low-frequency luminance moves to the target's (ratio of the two blurred
+   * over `lightRadius`): the target's shading and light, over the new face's own detail (0..1).
+   */
+  light: number;
+  /** How far its low-frequency chroma moves to the target's (0..1); a coloured light on the source photo goes with it. */
+  chroma: number;
+  /**
+   * Share of the new face's chroma finer than that blur that stays: a coloured light on the source
+   * photo changes faster across the face than any blur that keeps its features apart.
+   */
+  chromaDetail: number;
+  /** Blur radius of that low frequency as a share of the face's size. */
+  lightRadius: number;
   /** Unsharp-mask amount on the warped face (0 = off). */
   sharpen: number;
   /** Share of the target's own fine detail (high-pass) kept on top of the new face. */
   keepTexture: number;
-  /** How far the warped face's local chroma (blurred over `chromaRadius`) moves to the target's (0..1). */
-  chromaTransfer: number;
-  /** Blur radius of that local chroma as a share of the face's size. */
-  chromaRadius: number;
   /** Feather width of the mask edge as a share of the face's size. */
   feather: number;
   /** How far the target's inner landmarks move to the source's proportions (0 = target geometry); its expression stays. */
@@ -31,29 +37,26 @@ export interface StyleParams {
 }
 
 /**
- * v1 blends: the target's skin tone and contrast are taken over completely (mean and std in YCbCr),
- * 15 % of its fine texture stays on top, the inner features move 60 % of the way to the source's
- * proportions, and the face is laid at 95 % opacity with a wide feather (8 % of the face size), so
- * the result sits in the footage. v2 replaces: full opacity, the mean colour moves 60 % and then the
- * local chroma (blurred over a tenth of the face) 60 % of what is left, so a coloured light on the
- * source photo fades without touching its luminance and contrast; an unsharp mask (amount 0.8, 3x3)
- * restores detail the warp softened, the features take the source's proportions fully, and a narrow
- * feather (3 %) keeps the new face's edges. Moving v2's colour further (mean 0.9 and std 0.5, or the
- * local chroma all the way) makes the face-recognition embedding, which sees colour, fall back towards
- * the original person's.
+ * Both styles draw the new face through the target's own mesh (front-facing triangles only, nearest
+ * first, never past its visible outline), keep the target's open mouth and whatever covers the face
+ * (pixels far from its skin colour), and relight the new face with the target's low-frequency light
+ * and colour: the target's low band under the new face's high band, so the edge meets the target's
+ * own skin without a step. (A Poisson-style blend from the outline's differences was tried and left
+ * out: hair and background along the outline stained the face with bands.)
+ *
+ * v1 keeps more of the target's skin: 40 % of its fine texture on top of the new face, the new
+ * face's light and colour all the way to the target's over a wide blur (25 % of the face) with 20 %
+ * of its finer chroma, an unsharp mask on luma (1.3) against that blur's softness, the features half
+ * way to the source's proportions, 95 % opacity and a wide feather (8 %). v2 keeps the new face: its
+ * light and colour move 90 % of the way over 15 % of the face with 60 % of its finer chroma, an
+ * unsharp mask on luma (1.1) restores the detail the warp softened, the features take the source's
+ * proportions fully (less as the head turns, see `frontal`), full opacity and a narrower feather
+ * (4.5 %). The unsharp mask works on luma alone: on each channel, 1.0 doubled the speckles.
  */
 export const STYLES: Record<StyleVersion, StyleParams> = {
-  v1: {
-    opacity: 0.95, meanTransfer: 1, stdTransfer: 1, chromaTransfer: 0, chromaRadius: 0.1, sharpen: 0, keepTexture: 0.15,
-    feather: 0.08, reshape: 0.6,
-  },
-  v2: {
-    opacity: 1, meanTransfer: 0.6, stdTransfer: 0, chromaTransfer: 0.6, chromaRadius: 0.1, sharpen: 0.8, keepTexture: 0,
-    feather: 0.03, reshape: 1,
-  },
+  v1: { opacity: 0.95, light: 1, chroma: 1, chromaDetail: 0.2, lightRadius: 0.25, sharpen: 1.3, keepTexture: 0.4, feather: 0.08, reshape: 0.5 },
+  v2: { opacity: 1, light: 0.9, chroma: 0.9, chromaDetail: 0.6, lightRadius: 0.15, sharpen: 1.1, keepTexture: 0, feather: 0.045, reshape: 1 },
 };
-
-const MAX_FEATHER = Math.max(...Object.values(STYLES).map((style) => style.feather));
 
 // Per-frame buffers are reused (grown as needed): allocating them for every face made the garbage
 // collector the largest cost of a swap. A view holds the previous face's values: a caller that does not
@@ -68,7 +71,7 @@ function scratch(name: string, length: number): Float32Array {
 
 // The face outline (MediaPipe FACE_OVAL, in order around the face) stays where the target's is, so the
 // blend edge follows the target's head; only the features inside take the source's proportions.
-const OVAL = [
+export const OVAL = [
   10, 338, 297, 332, 284, 251, 389, 356, 454, 323, 361, 288, 397, 365, 379, 378, 400, 377, 152, 148, 176, 149, 150,
   136, 172, 58, 132, 93, 234, 127, 162, 21, 54, 103, 67, 109,
 ];
@@ -152,7 +155,62 @@ export function reshape(target: Float32Array, neutral: Float32Array, source: Flo
       out[2 * i + 1] = y + amount * (change.toY + dy - y);
     }
   }
+  // Features larger than the target's face would reach past its outline, where nothing is drawn
+  // (see warpTriangles); they are pulled in to just inside it instead of being cut off.
+  insideOutline(out, target, RESHAPE_INSET);
   return out;
+}
+
+const RESHAPE_INSET = 0.97;
+
+// The reshape lays the source's proportions on in the image plane, which is right for a face seen from
+// the front only: on a head turned to the side it moved the far eye and brow across the foreshortened
+// side, and the new face read as a second, frontal face laid over the turned one. It fades out between
+// these ratios of the nose tip's distances to the two sides of the face.
+const FRONTAL = [0.35, 0.75] as const;
+
+/** 1 for a face seen from the front, falling to 0 as it turns to the side (see FRONTAL). */
+function frontal(mesh: Float32Array): number {
+  const near = Math.hypot(mesh[2 * 1]! - mesh[2 * 234]!, mesh[2 * 1 + 1]! - mesh[2 * 234 + 1]!);
+  const far = Math.hypot(mesh[2 * 1]! - mesh[2 * 454]!, mesh[2 * 1 + 1]! - mesh[2 * 454 + 1]!);
+  const ratio = Math.min(near, far) / Math.max(1e-6, Math.max(near, far));
+  return Math.min(1, Math.max(0, (ratio - FRONTAL[0]) / (FRONTAL[1] - FRONTAL[0])));
+}
+
+/**
+ * Moves each inner point of `mesh` that lies further from the centre of `outline`'s outline (OVAL)
+ * than `limit` of the way to it back to that distance, along the same ray.
+ */
+function insideOutline(mesh: Float32Array, outline: Float32Array, limit: number): void {
+  let cx = 0, cy = 0;
+  for (const i of OVAL) {
+    cx += outline[2 * i]! / OVAL.length;
+    cy += outline[2 * i + 1]! / OVAL.length;
+  }
+  for (let i = 0; i < mesh.length; i += 2) {
+    if (FACE_OVAL.has(i / 2)) continue;
+    const dx = mesh[i]! - cx, dy = mesh[i + 1]! - cy;
+    const bound = limit * outlineExit(outline, cx, cy, dx, dy);
+    if (bound >= 1) continue;
+    mesh[i] = cx + dx * bound;
+    mesh[i + 1] = cy + dy * bound;
+  }
+}
+
+/** Where the ray from (cx, cy) along (dx, dy) leaves `mesh`'s outline, in units of (dx, dy). */
+function outlineExit(mesh: Float32Array, cx: number, cy: number, dx: number, dy: number): number {
+  let exit = Infinity;
+  for (let k = 0; k < OVAL.length; k++) {
+    const p = OVAL[k]!, q = OVAL[(k + 1) % OVAL.length]!;
+    const ax = mesh[2 * p]! - cx, ay = mesh[2 * p + 1]! - cy;
+    const ex = mesh[2 * q]! - cx - ax, ey = mesh[2 * q + 1]! - cy - ay;
+    const det = dx * ey - dy * ex;
+    if (Math.abs(det) < 1e-9) continue;
+    const t = (ax * ey - ay * ex) / det;
+    const u = (ax * dy - ay * dx) / det;
+    if (t > 0 && u >= 0 && u <= 1) exit = Math.min(exit, t);
+  }
+  return exit;
 }
 
 function gather(mesh: Float32Array, indices: readonly number[]): Float32Array {
@@ -164,6 +222,36 @@ function gather(mesh: Float32Array, indices: readonly number[]): Float32Array {
   return out;
 }
 
+// Polygons on the mesh (MediaPipe indices, in order around each): the inner lips, where the target's
+// open mouth (teeth, tongue) stays; the eye openings, outer lips and brows, which are not skin-coloured
+// but are never taken for something in front of the face (see `occlusion`).
+const EYE_OPENINGS = [
+  [33, 7, 163, 144, 145, 153, 154, 155, 133, 173, 157, 158, 159, 160, 161, 246],
+  [263, 249, 390, 373, 374, 380, 381, 382, 362, 398, 384, 385, 386, 387, 388, 466],
+];
+const INNER_LIPS = [78, 191, 80, 81, 82, 13, 312, 311, 310, 415, 308, 324, 318, 402, 317, 14, 87, 178, 88, 95];
+const OUTER_LIPS = [61, 185, 40, 39, 37, 0, 267, 269, 270, 409, 291, 375, 321, 405, 314, 17, 84, 181, 91, 146];
+const BROWS = [
+  [70, 63, 105, 66, 107, 55, 65, 52, 53, 46],
+  [300, 293, 334, 296, 336, 285, 295, 282, 283, 276],
+];
+
+// The inner lips' gap over the mouth's width from which the mouth counts as open, and from which
+// fully: below it the lips touch and the polygon between them is a thin line of the target's lip
+// edge, drawn as a dark or white streak across the new face's closed mouth.
+const MOUTH_OPEN = [0.06, 0.14] as const;
+
+/** How open the mouth of `mesh` is, 0 (closed) to 1, from the inner lips' gap over the mouth's width. */
+function mouthOpen(mesh: Float32Array): number {
+  const gap = Math.hypot(mesh[2 * 13]! - mesh[2 * 14]!, mesh[2 * 13 + 1]! - mesh[2 * 14 + 1]!);
+  const width = Math.hypot(mesh[2 * 61]! - mesh[2 * 291]!, mesh[2 * 61 + 1]! - mesh[2 * 291 + 1]!);
+  const t = Math.min(1, Math.max(0, (gap / Math.max(1e-6, width) - MOUTH_OPEN[0]) / (MOUTH_OPEN[1] - MOUTH_OPEN[0])));
+  return t * t * (3 - 2 * t);
+}
+
+/** The features' outlines (brows, outer lips, eye openings): not skin-coloured, but the face's own. */
+export const FEATURE_OUTLINES: readonly (readonly number[])[] = [...BROWS, OUTER_LIPS, ...EYE_OPENINGS];
+
 /** Region of the frame the face is drawn in, and the buffers over it. */
 interface Patch {
   x0: number;
@@ -174,41 +262,60 @@ interface Patch {
   faceSize: number;
   /** Warped source, rgb floats. */
   warped: Float32Array;
-  /** 1 where a triangle of the mesh covers the pixel. */
+  /** 1 where a visible triangle of the target's own mesh covers the pixel (the warp drew it or filled it). */
   covered: Float32Array;
 }
 
 /**
- * Draws `source` onto the face whose mesh is `target` (x, y pairs in frame pixels; `neutral` is its
- * track's mean shape over the same face, see `reshape`) in the rgb24 `frame`, in place: each mesh
- * triangle is affine-warped from the source, the result is colour-matched to the target's skin in
- * YCbCr and blended through a feathered mask.
+ * Draws `source` onto the face whose mesh is `target` (x, y pairs in frame pixels, `depth` per point;
+ * `neutral` is its track's mean shape over the same face, see `reshape`) in the rgb24 `frame`, in
+ * place. See STYLES for the steps.
  */
 export function swapFace(
   frame: Uint8Array,
   width: number,
   height: number,
   target: Float32Array,
+  depth: Float32Array,
   neutral: Float32Array,
   source: SourceFace,
   triangles: ArrayLike<number>,
   style: StyleParams,
 ): void {
-  const patch = warpTriangles(width, height, reshape(target, neutral, source.mesh, style.reshape), source, triangles);
+  const drawnMesh = reshape(target, neutral, source.mesh, style.reshape * frontal(target));
+  const patch = warpTriangles(width, height, target, drawnMesh, depth, source, triangles);
   if (!patch) return;
   const { x0, y0, w, h, faceSize, warped, covered } = patch;
-  const targetPatch = scratch("target", w * h * 3);
+  const n = w * h;
+  const targetPatch = scratch("target", n * 3);
   for (let y = 0; y < h; y++) {
     const row = ((y0 + y) * width + x0) * 3;
     for (let i = 0; i < w * 3; i++) targetPatch[y * w * 3 + i] = frame[row + i]!;
   }
-  transferColour(warped, targetPatch, covered, style);
-  if (style.chromaTransfer > 0) {
-    transferChroma(warped, targetPatch, covered, w, h, style.chromaTransfer, Math.max(1, Math.round(style.chromaRadius * faceSize)));
+  // 1 where the new face is drawn: the target's visible face, less the open mouth (where the drawn
+  // mesh has it, since the lips moved with the reshape) and whatever is in front.
+  const drawn = scratch("drawn", n);
+  drawn.set(covered);
+  const keep = scratch("keep", n).fill(0);
+  const open = mouthOpen(target);
+  if (open > 0) for (const mesh of [target, drawnMesh]) fillPolygon(keep, w, h, mesh, INNER_LIPS, x0, y0, open);
+  const targetFeatures = featureMask("targetFeatures", target, x0, y0, w, h);
+  const notSkin = occlusion(targetPatch, covered, keep, targetFeatures, w, h, faceSize);
+  for (let i = 0; i < n; i++) drawn[i] = drawn[i]! * (1 - keep[i]!);
+  // The light is measured on skin only, on both faces: the target's eyes, brows, lips and make-up
+  // blurred into its light field would lay a dark ghost of its features over the new face's (a second
+  // face where the two differ, as on a turned head), and the new face's own would be lifted by the
+  // same ratio.
+  const drawnFeatures = featureMask("drawnFeatures", drawnMesh, x0, y0, w, h);
+  const sourceSkin = scratch("sourceSkin", n), targetSkin = scratch("targetSkin", n);
+  for (let i = 0; i < n; i++) {
+    sourceSkin[i] = covered[i]! * (1 - drawnFeatures[i]!);
+    targetSkin[i] = notSkin ? drawn[i]! * (1 - targetFeatures[i]!) * (1 - notSkin[i]!) : drawn[i]! * (1 - targetFeatures[i]!);
   }
-  if (style.sharpen > 0) addDetail(warped, warped, w, h, style.sharpen, 1);
+  relight(warped, targetPatch, covered, sourceSkin, targetSkin, w, h, style, Math.max(1, Math.round(style.lightRadius * faceSize)));
+  if (style.sharpen > 0) sharpenLuma(warped, w, h, style.sharpen);
   if (style.keepTexture > 0) addDetail(warped, targetPatch, w, h, style.keepTexture, Math.max(1, Math.round(faceSize / 80)));
-  const alpha = featherMask(covered, w, h, Math.max(2, Math.round(style.feather * faceSize)));
+  const alpha = featherMask(drawn, w, h, Math.max(1, Math.round(style.feather * faceSize)));
   for (let y = 0; y < h; y++) {
     const row = ((y0 + y) * width + x0) * 3;
     for (let x = 0; x < w; x++) {
@@ -223,23 +330,41 @@ export function swapFace(
   }
 }
 
+/** Sign of the summed signed area of the mesh's triangles: the winding of the side facing the camera. */
+function facingSign(mesh: ArrayLike<number>, triangles: ArrayLike<number>): number {
+  let sum = 0;
+  for (let t = 0; t + 2 < triangles.length; t += 3) sum += signedArea(mesh, triangles[t]!, triangles[t + 1]!, triangles[t + 2]!);
+  return sum >= 0 ? 1 : -1;
+}
+
+function signedArea(mesh: ArrayLike<number>, a: number, b: number, c: number): number {
+  return (mesh[2 * b]! - mesh[2 * a]!) * (mesh[2 * c + 1]! - mesh[2 * a + 1]!) - (mesh[2 * b + 1]! - mesh[2 * a + 1]!) * (mesh[2 * c]! - mesh[2 * a]!);
+}
+
+/**
+ * Rasterises the target's visible surface: triangles of the target's own mesh that face the camera,
+ * the nearest at each pixel (depth test), and draws into each the source texture through the same
+ * triangle of the reshaped mesh `drawnMesh`. A triangle turned away in the target (the far side of a
+ * turned head), folded over by the reshape, or turned away in the source photo draws nothing.
+ */
 function warpTriangles(
   width: number,
   height: number,
   target: Float32Array,
+  drawnMesh: Float32Array,
+  depth: Float32Array,
   source: SourceFace,
   triangles: ArrayLike<number>,
 ): Patch | undefined {
   let minX = Infinity, minY = Infinity, maxX = -Infinity, maxY = -Infinity;
   for (let i = 0; i < target.length; i += 2) {
-    minX = Math.min(minX, target[i]!);
-    maxX = Math.max(maxX, target[i]!);
-    minY = Math.min(minY, target[i + 1]!);
-    maxY = Math.max(maxY, target[i + 1]!);
+    minX = Math.min(minX, target[i]!, drawnMesh[i]!);
+    maxX = Math.max(maxX, target[i]!, drawnMesh[i]!);
+    minY = Math.min(minY, target[i + 1]!, drawnMesh[i + 1]!);
+    maxY = Math.max(maxY, target[i + 1]!, drawnMesh[i + 1]!);
   }
   const faceSize = Math.sqrt((maxX - minX) * (maxY - minY));
-  // Room outside the outline so the feather blur sees uncovered pixels there.
-  const pad = Math.ceil(MAX_FEATHER * faceSize) * 2 + 2;
+  const pad = Math.ceil(OUTLINE_MARGIN * faceSize) + 2;
   const x0 = Math.max(0, Math.floor(minX) - pad);
   const y0 = Math.max(0, Math.floor(minY) - pad);
   const x1 = Math.min(width, Math.ceil(maxX) + pad);
@@ -249,6 +374,17 @@ function warpTriangles(
   if (w < 8 || h < 8) return undefined;
   const warped = scratch("warped", w * h * 3).fill(0);
   const covered = scratch("covered", w * h).fill(0);
+  const zTarget = scratch("zTarget", w * h).fill(Infinity);
+  const zDrawn = scratch("zDrawn", w * h).fill(Infinity);
+  const facing = facingSign(target, triangles);
+  // Pass 1: the target's own visible surface (nearest front-facing triangle per pixel).
+  for (let t = 0; t + 2 < triangles.length; t += 3) {
+    const a = triangles[t]!, b = triangles[t + 1]!, c = triangles[t + 2]!;
+    if (signedArea(target, a, b, c) * facing <= 0) continue;
+    rasterise(target, depth, a, b, c, x0, y0, w, h, (i, z) => {
+      if (z < zTarget[i]!) zTarget[i] = z;
+    });
+  }
   let sminX = Infinity, sminY = Infinity, smaxX = -Infinity, smaxY = -Infinity;
   for (let i = 0; i < source.mesh.length; i += 2) {
     sminX = Math.min(sminX, source.mesh[i]!);
@@ -261,52 +397,236 @@ function warpTriangles(
   const level = Math.max(0, Math.min(levels.length - 1, Math.floor(Math.log2(Math.sqrt((smaxX - sminX) * (smaxY - sminY)) / faceSize))));
   const { pixels: src, width: sw, height: sh } = levels[level]!;
   const unit = 1 / 2 ** level;
+  // Pass 2: the source through the reshaped mesh, nearest first, where the target's own surface is
+  // or inside its outline (at the silhouette the target's own triangles can turn away from the camera
+  // where the reshaped ones still face it; leaving those out cut off the new face's jaw and cheeks).
+  const outline = scratch("outline", w * h).fill(0);
+  fillPolygon(outline, w, h, grownOutline(target, OUTLINE_MARGIN), OVAL, x0, y0, 1);
+  const weights = scratch("warpWeights", w * h * 4).fill(0);
   for (let t = 0; t + 2 < triangles.length; t += 3) {
-    const a = triangles[t]! * 2, b = triangles[t + 1]! * 2, c = triangles[t + 2]! * 2;
-    const ax = target[a]! - x0, ay = target[a + 1]! - y0;
-    const bx = target[b]! - x0, by = target[b + 1]! - y0;
-    const cx = target[c]! - x0, cy = target[c + 1]! - y0;
-    const area = (bx - ax) * (cy - ay) - (by - ay) * (cx - ax);
-    const sourceArea =
-      (source.mesh[b]! - source.mesh[a]!) * (source.mesh[c + 1]! - source.mesh[a + 1]!) -
-      (source.mesh[b + 1]! - source.mesh[a + 1]!) * (source.mesh[c]! - source.mesh[a]!);
-    const sax = sampled[a]! * unit, say = sampled[a + 1]! * unit;
-    const sbx = sampled[b]! * unit, sby = sampled[b + 1]! * unit;
-    const scx = sampled[c]! * unit, scy = sampled[c + 1]! * unit;
-    // A triangle that turned over faces away from the camera (head turned); its far side is hidden.
-    if (Math.abs(area) < 1e-3 || area * sourceArea <= 0) continue;
-    // Barycentric weights of a target pixel give its source position.
-    const inv = 1 / area;
-    const tx0 = Math.max(0, Math.floor(Math.min(ax, bx, cx)));
-    const tx1 = Math.min(w - 1, Math.ceil(Math.max(ax, bx, cx)));
-    const ty0 = Math.max(0, Math.floor(Math.min(ay, by, cy)));
-    const ty1 = Math.min(h - 1, Math.ceil(Math.max(ay, by, cy)));
-    // A small tolerance closes hairline cracks between neighbouring triangles.
-    const eps = -0.02;
-    for (let y = ty0; y <= ty1; y++) {
-      const py = y + 0.5;
-      for (let x = tx0; x <= tx1; x++) {
-        const px = x + 0.5;
-        const wa = ((bx - px) * (cy - py) - (by - py) * (cx - px)) * inv;
-        const wb = ((cx - px) * (ay - py) - (cy - py) * (ax - px)) * inv;
-        const wc = 1 - wa - wb;
-        if (wa < eps || wb < eps || wc < eps) continue;
-        const sx = Math.min(sw - 1.001, Math.max(0, wa * sax + wb * sbx + wc * scx - 0.5));
-        const sy = Math.min(sh - 1.001, Math.max(0, wa * say + wb * sby + wc * scy - 0.5));
-        const ix = sx | 0, iy = sy | 0;
-        const fx = sx - ix, fy = sy - iy;
-        const p00 = (iy * sw + ix) * 3, p01 = p00 + 3, p10 = p00 + sw * 3, p11 = p10 + 3;
-        const o = (y * w + x) * 3;
-        for (let ch = 0; ch < 3; ch++) {
-          const top = src[p00 + ch]! + (src[p01 + ch]! - src[p00 + ch]!) * fx;
-          const bottom = src[p10 + ch]! + (src[p11 + ch]! - src[p10 + ch]!) * fx;
-          warped[o + ch] = top + (bottom - top) * fy;
-        }
-        covered[y * w + x] = 1;
+    const a = triangles[t]!, b = triangles[t + 1]!, c = triangles[t + 2]!;
+    // A triangle turned over between the source and the drawn mesh is seen from its other side.
+    if (signedArea(drawnMesh, a, b, c) * signedArea(source.mesh, a, b, c) <= 0) continue;
+    const sax = sampled[2 * a]! * unit, say = sampled[2 * a + 1]! * unit;
+    const sbx = sampled[2 * b]! * unit, sby = sampled[2 * b + 1]! * unit;
+    const scx = sampled[2 * c]! * unit, scy = sampled[2 * c + 1]! * unit;
+    rasterise(drawnMesh, depth, a, b, c, x0, y0, w, h, (i, z, wa, wb, wc) => {
+      if ((zTarget[i] === Infinity && outline[i] === 0) || z >= zDrawn[i]!) return;
+      zDrawn[i] = z;
+      const sx = Math.min(sw - 1.001, Math.max(0, wa * sax + wb * sbx + wc * scx - 0.5));
+      const sy = Math.min(sh - 1.001, Math.max(0, wa * say + wb * sby + wc * scy - 0.5));
+      const ix = sx | 0, iy = sy | 0;
+      const fx = sx - ix, fy = sy - iy;
+      const p00 = (iy * sw + ix) * 3, p01 = p00 + 3, p10 = p00 + sw * 3, p11 = p10 + 3;
+      const o = i * 3;
+      for (let ch = 0; ch < 3; ch++) {
+        const top = src[p00 + ch]! + (src[p01 + ch]! - src[p00 + ch]!) * fx;
+        const bottom = src[p10 + ch]! + (src[p11 + ch]! - src[p10 + ch]!) * fx;
+        warped[o + ch] = top + (bottom - top) * fy;
+        weights[i * 4 + ch] = warped[o + ch]!;
       }
-    }
+      weights[i * 4 + 3] = 1;
+      covered[i] = 1;
+    });
+  }
+  // The reshape can fold a few small triangles (nostrils, lip corners) and leave holes in the target's
+  // visible face; they take the colours around them instead of staying black.
+  // The mesh has no triangles between the inner lips: a closed mouth's gap takes the new face's lips
+  // around it too (where the mouth is open, swapFace keeps the target's).
+  const gap = scratch("mouthGap", w * h).fill(0);
+  fillPolygon(gap, w, h, target, INNER_LIPS, x0, y0, 1);
+  pushPull(weights, w, h);
+  for (let i = 0; i < w * h; i++) {
+    if ((zTarget[i] === Infinity && gap[i] === 0) || covered[i] === 1) continue;
+    covered[i] = 1;
+    for (let ch = 0; ch < 3; ch++) warped[i * 3 + ch] = weights[i * 4 + ch]!;
   }
   return { x0, y0, w, h, faceSize, warped, covered };
+}
+
+// How far past the target's outline the new face may reach, as a share of the outline's size: about
+// the jitter of the mesh's outline points between frames, so the edge does not cut into the new face.
+const OUTLINE_MARGIN = 0.05;
+
+/** A copy of `mesh` with the outline's points moved out from its centre by `margin` of their distance. */
+function grownOutline(mesh: Float32Array, margin: number): Float32Array {
+  let cx = 0, cy = 0;
+  for (const i of OVAL) {
+    cx += mesh[2 * i]! / OVAL.length;
+    cy += mesh[2 * i + 1]! / OVAL.length;
+  }
+  const out = Float32Array.from(mesh);
+  for (const i of OVAL) {
+    out[2 * i] = cx + (mesh[2 * i]! - cx) * (1 + margin);
+    out[2 * i + 1] = cy + (mesh[2 * i + 1]! - cy) * (1 + margin);
+  }
+  return out;
+}
+
+/**
+ * Calls `pixel` for each patch pixel whose centre lies in triangle (a, b, c) of `mesh`, with its index,
+ * interpolated depth and barycentric weights. A small tolerance closes hairline cracks between
+ * neighbouring triangles.
+ */
+function rasterise(
+  mesh: Float32Array,
+  depth: Float32Array,
+  a: number,
+  b: number,
+  c: number,
+  x0: number,
+  y0: number,
+  w: number,
+  h: number,
+  pixel: (index: number, z: number, wa: number, wb: number, wc: number) => void,
+): void {
+  const ax = mesh[2 * a]! - x0, ay = mesh[2 * a + 1]! - y0;
+  const bx = mesh[2 * b]! - x0, by = mesh[2 * b + 1]! - y0;
+  const cx = mesh[2 * c]! - x0, cy = mesh[2 * c + 1]! - y0;
+  const area = (bx - ax) * (cy - ay) - (by - ay) * (cx - ax);
+  if (Math.abs(area) < 1e-3) return;
+  const inv = 1 / area;
+  const za = depth[a]!, zb = depth[b]!, zc = depth[c]!;
+  const tx0 = Math.max(0, Math.floor(Math.min(ax, bx, cx)));
+  const tx1 = Math.min(w - 1, Math.ceil(Math.max(ax, bx, cx)));
+  const ty0 = Math.max(0, Math.floor(Math.min(ay, by, cy)));
+  const ty1 = Math.min(h - 1, Math.ceil(Math.max(ay, by, cy)));
+  const eps = -0.02;
+  for (let y = ty0; y <= ty1; y++) {
+    const py = y + 0.5;
+    for (let x = tx0; x <= tx1; x++) {
+      const px = x + 0.5;
+      const wa = ((bx - px) * (cy - py) - (by - py) * (cx - px)) * inv;
+      const wb = ((cx - px) * (ay - py) - (cy - py) * (ax - px)) * inv;
+      const wc = 1 - wa - wb;
+      if (wa < eps || wb < eps || wc < eps) continue;
+      pixel(y * w + x, wa * za + wb * zb + wc * zc, wa, wb, wc);
+    }
+  }
+}
+
+/** Sets `value` in the patch mask for pixels inside `polygon` (mesh indices, in order) of `mesh`. */
+function fillPolygon(mask: Float32Array, w: number, h: number, mesh: Float32Array, polygon: readonly number[], x0: number, y0: number, value: number): void {
+  let minY = Infinity, maxY = -Infinity;
+  for (const i of polygon) {
+    minY = Math.min(minY, mesh[2 * i + 1]! - y0);
+    maxY = Math.max(maxY, mesh[2 * i + 1]! - y0);
+  }
+  const crossings: number[] = [];
+  for (let y = Math.max(0, Math.floor(minY)); y <= Math.min(h - 1, Math.ceil(maxY)); y++) {
+    const py = y + 0.5;
+    crossings.length = 0;
+    for (let k = 0; k < polygon.length; k++) {
+      const p = polygon[k]!, q = polygon[(k + 1) % polygon.length]!;
+      const ax = mesh[2 * p]! - x0, ay = mesh[2 * p + 1]! - y0, bx = mesh[2 * q]! - x0, by = mesh[2 * q + 1]! - y0;
+      if ((ay <= py) !== (by <= py)) crossings.push(ax + ((py - ay) / (by - ay)) * (bx - ax));
+    }
+    crossings.sort((p, q) => p - q);
+    for (let k = 0; k + 1 < crossings.length; k += 2) {
+      for (let x = Math.max(0, Math.ceil(crossings[k]! - 0.5)); x <= Math.min(w - 1, Math.floor(crossings[k + 1]! - 0.5)); x++) mask[y * w + x] = value;
+    }
+  }
+}
+
+/**
+ * Marks in `keep` the covered pixels whose colour is far from the target's skin and that come in from
+ * its edge (see keepOccluders): a hand or glass in front of the face, hair over the forehead,
+ * background the mesh reaches on a turned head. Returns all the clusters of such pixels (make-up
+ * too), or nothing when the face shows too little skin to tell. The skin model is the covered
+ * pixels' mean and spread in YCbCr (outliers trimmed once); the brows and lips, which are not
+ * skin-coloured but belong to the face, are never marked.
+ */
+function occlusion(
+  target: Float32Array,
+  covered: Float32Array,
+  keep: Float32Array,
+  features: Float32Array,
+  w: number,
+  h: number,
+  faceSize: number,
+): Float32Array | undefined {
+  const n = w * h;
+  const mean = [0, 0, 0], spread = [Infinity, Infinity, Infinity];
+  for (let round = 0; round < 2; round++) {
+    const sum = [0, 0, 0], sq = [0, 0, 0];
+    let count = 0;
+    for (let i = 0; i < n; i++) {
+      if (covered[i] === 0 || features[i] === 1) continue;
+      toYCbCr(target, i * 3);
+      if (round > 0 && !skinLike(mean, spread, 2.5)) continue;
+      for (let c = 0; c < 3; c++) {
+        sum[c]! += ycbcr[c]!;
+        sq[c]! += ycbcr[c]! ** 2;
+      }
+      count++;
+    }
+    if (count < 32) return undefined;
+    for (let c = 0; c < 3; c++) {
+      mean[c] = sum[c]! / count;
+      spread[c] = Math.sqrt(Math.max(4, sq[c]! / count - mean[c]! ** 2));
+    }
+  }
+  const off = scratch("off", n).fill(0);
+  for (let i = 0; i < n; i++) {
+    if (covered[i] === 0 || features[i] === 1) continue;
+    toYCbCr(target, i * 3);
+    if (!skinLike(mean, spread, 5)) off[i] = 1;
+  }
+  // A lone outlier (a freckle, a highlight, codec noise) is not an occluder: only clusters count.
+  const clustered = boxBlur(off, scratch("offBlur", n), w, h, 1, Math.max(1, Math.round(faceSize * 0.015)));
+  for (let i = 0; i < n; i++) off[i] = covered[i] === 1 && clustered[i]! > 0.5 ? 1 : 0;
+  keepOccluders(off, covered, keep, w, h, OCCLUDER_AREA * faceSize * faceSize);
+  return off;
+}
+
+// A hand, a glass or hair in front of the face comes in from outside it: its not-skin region reaches
+// the face's edge and is large. Make-up, tattoos and moles sit inside the face, apart from its edge
+// (a clown's dark marks around the eyes and on the cheeks): those are the target's skin, replaced.
+const OCCLUDER_AREA = 0.03;
+
+/**
+ * Marks in `keep` the connected regions of `off` (4-neighbours) that touch the edge of `covered` (a
+ * pixel next to an uncovered one or the patch's border) and cover at least `minArea` pixels.
+ */
+function keepOccluders(off: Float32Array, covered: Float32Array, keep: Float32Array, w: number, h: number, minArea: number): void {
+  const seen = scratch("offSeen", w * h).fill(0);
+  const members: number[] = [];
+  for (let start = 0; start < w * h; start++) {
+    if (off[start] === 0 || seen[start] !== 0) continue;
+    seen[start] = 1;
+    members.length = 0;
+    members.push(start);
+    let edge = false;
+    // `members` doubles as the queue: everything before `next` has had its neighbours visited.
+    for (let next = 0; next < members.length; next++) {
+      const i = members[next]!, x = i % w;
+      if (x === 0 || x === w - 1 || i < w || i >= w * (h - 1)) {
+        edge = true;
+        continue;
+      }
+      for (const j of [i - 1, i + 1, i - w, i + w]) {
+        if (covered[j] === 0) edge = true;
+        else if (off[j] === 1 && seen[j] === 0) {
+          seen[j] = 1;
+          members.push(j);
+        }
+      }
+    }
+    if (edge && members.length >= minArea) for (const i of members) keep[i] = 1;
+  }
+}
+
+/** 1 on the eye openings, outer lips and brows of `mesh` in the patch, 0 elsewhere (in scratch buffer `name`). */
+function featureMask(name: string, mesh: Float32Array, x0: number, y0: number, w: number, h: number): Float32Array {
+  const mask = scratch(name, w * h).fill(0);
+  for (const polygon of FEATURE_OUTLINES) fillPolygon(mask, w, h, mesh, polygon, x0, y0, 1);
+  return mask;
+}
+
+/** Whether the colour in `ycbcr` lies within `k` spreads of the skin model (chroma, and luma at twice that). */
+function skinLike(mean: number[], spread: number[], k: number): boolean {
+  const dy = (ycbcr[0] - mean[0]!) / spread[0]!, dcb = (ycbcr[1] - mean[1]!) / spread[1]!, dcr = (ycbcr[2] - mean[2]!) / spread[2]!;
+  return dcb * dcb + dcr * dcr <= k * k && Math.abs(dy) <= 2 * k;
 }
 
 // The source's outline and, where its head is turned, the points beyond it lie on or past the edge of
@@ -319,28 +639,15 @@ const insetMeshes = new WeakMap<SourceFace, Float32Array>();
 function insetMesh(source: SourceFace): Float32Array {
   let inset = insetMeshes.get(source);
   if (inset) return inset;
-  const { mesh } = source;
-  inset = Float32Array.from(mesh);
+  inset = Float32Array.from(source.mesh);
   let cx = 0, cy = 0;
   for (const i of OVAL) {
-    cx += mesh[2 * i]! / OVAL.length;
-    cy += mesh[2 * i + 1]! / OVAL.length;
+    cx += source.mesh[2 * i]! / OVAL.length;
+    cy += source.mesh[2 * i + 1]! / OVAL.length;
   }
-  for (let i = 0; i < mesh.length; i += 2) {
-    const dx = mesh[i]! - cx, dy = mesh[i + 1]! - cy;
-    // Where the ray from the centre through the point leaves the outline, in units of (dx, dy).
-    let exit = Infinity;
-    for (let k = 0; k < OVAL.length; k++) {
-      const p = OVAL[k]!, q = OVAL[(k + 1) % OVAL.length]!;
-      const ax = mesh[2 * p]! - cx, ay = mesh[2 * p + 1]! - cy;
-      const ex = mesh[2 * q]! - cx - ax, ey = mesh[2 * q + 1]! - cy - ay;
-      const det = dx * ey - dy * ex;
-      if (Math.abs(det) < 1e-9) continue;
-      const t = (ax * ey - ay * ex) / det;
-      const u = (ax * dy - ay * dx) / det;
-      if (t > 0 && u >= 0 && u <= 1) exit = Math.min(exit, t);
-    }
-    const limit = SOURCE_INSET * exit;
+  for (let i = 0; i < inset.length; i += 2) {
+    const dx = inset[i]! - cx, dy = inset[i + 1]! - cy;
+    const limit = SOURCE_INSET * outlineExit(source.mesh, cx, cy, dx, dy);
     if (limit >= 1) continue;
     inset[i] = cx + dx * limit;
     inset[i + 1] = cy + dy * limit;
@@ -380,73 +687,113 @@ function pyramid(source: SourceFace): Level[] {
   return levels;
 }
 
-/** Mean/std transfer of the warped face towards the target, per YCbCr channel, over covered pixels. */
-function transferColour(warped: Float32Array, target: Float32Array, covered: Float32Array, style: StyleParams): void {
-  const sum = new Float64Array(12);
-  let n = 0;
-  for (let i = 0; i < covered.length; i++) {
-    if (covered[i] === 0) continue;
-    n++;
-    toYCbCr(warped, i * 3);
-    const [wy, wcb, wcr] = ycbcr;
-    toYCbCr(target, i * 3);
-    const [ty, tcb, tcr] = ycbcr;
-    sum[0]! += wy; sum[1]! += wcb; sum[2]! += wcr;
-    sum[3]! += wy * wy; sum[4]! += wcb * wcb; sum[5]! += wcr * wcr;
-    sum[6]! += ty; sum[7]! += tcb; sum[8]! += tcr;
-    sum[9]! += ty * ty; sum[10]! += tcb * tcb; sum[11]! += tcr * tcr;
+const ycbcr: [number, number, number] = [0, 0, 0];
+
+/**
+ * Moves the new face's low frequencies to the target's: each of Y, Cb and Cr of both is blurred over
+ * `radius` (weighted by `fromSkin` for the new face and `skin` for the target, so hair, background,
+ * open mouth, occluders and the features do not count), then, over `from`, the new face's luma is scaled by the ratio of the two
+ * (shading and light) and its chroma shifted by their difference (skin tone, a coloured light on the
+ * source photo), `style.light` and `style.chroma` of the way. Detail finer than the blur stays the
+ * new face's.
+ */
+function relight(
+  warped: Float32Array,
+  target: Float32Array,
+  from: Float32Array,
+  fromSkin: Float32Array,
+  skin: Float32Array,
+  w: number,
+  h: number,
+  style: StyleParams,
+  radius: number,
+): void {
+  const n = w * h;
+  const packed = scratch("light", n * 8).fill(0);
+  for (let i = 0; i < n; i++) {
+    const ws = fromSkin[i]!, wt = skin[i]!;
+    if (ws > 0) {
+      toYCbCr(warped, i * 3);
+      packed[i * 8] = ycbcr[0] * ws;
+      packed[i * 8 + 1] = ycbcr[1] * ws;
+      packed[i * 8 + 2] = ycbcr[2] * ws;
+      packed[i * 8 + 3] = ws;
+    }
+    if (wt > 0) {
+      toYCbCr(target, i * 3);
+      packed[i * 8 + 4] = ycbcr[0] * wt;
+      packed[i * 8 + 5] = ycbcr[1] * wt;
+      packed[i * 8 + 6] = ycbcr[2] * wt;
+      packed[i * 8 + 7] = wt;
+    }
   }
-  if (n < 16) return;
-  const shift = [0, 0, 0];
-  const scale = [1, 1, 1];
-  const mean = [0, 0, 0];
-  for (let c = 0; c < 3; c++) {
-    const ms = sum[c]! / n, mt = sum[6 + c]! / n;
-    const ss = Math.sqrt(Math.max(1, sum[3 + c]! / n - ms * ms));
-    const st = Math.sqrt(Math.max(1, sum[9 + c]! / n - mt * mt));
-    mean[c] = ms;
-    scale[c] = 1 + style.stdTransfer * (Math.min(3, st / ss) - 1);
-    shift[c] = style.meanTransfer * (mt - ms);
-  }
-  for (let i = 0; i < covered.length; i++) {
-    if (covered[i] === 0) continue;
+  // Two box passes approach a Gaussian; one leaves visible steps where the face's edge enters the box.
+  const field = boxBlur(boxBlur(packed, scratch("light1", n * 8), w, h, 8, radius), packed, w, h, 8, radius);
+  for (let i = 0; i < n; i++) {
+    if (from[i] === 0) continue;
+    const ws = field[i * 8 + 3]!, wt = field[i * 8 + 7]!;
+    if (ws < 1e-3 || wt < 1e-3) continue;
+    const sy = field[i * 8]! / ws, ty = field[i * 8 + 4]! / wt;
     toYCbCr(warped, i * 3);
-    for (let c = 0; c < 3; c++) ycbcr[c] = (ycbcr[c]! - mean[c]!) * scale[c]! + mean[c]! + shift[c]!;
+    const ratio = Math.min(5, Math.max(0.2, (ty + 1) / (sy + 1)));
+    ycbcr[0] *= 1 + style.light * (ratio - 1);
+    for (let c = 1; c < 3; c++) {
+      const own = field[i * 8 + c]! / ws;
+      ycbcr[c] = own + style.chromaDetail * (ycbcr[c]! - own) + style.chroma * (field[i * 8 + 4 + c]! / wt - own);
+    }
     fromYCbCr(warped, i * 3);
   }
 }
 
-const ycbcr: [number, number, number] = [0, 0, 0];
-
 /**
- * Moves the warped face's chroma towards the target's, pixel by pixel, by the difference of their
- * chroma blurred over `radius` (each averaged over covered pixels only, so hair and background around
- * the face do not count). A coloured light on the source photo (one cheek orange, the other blue)
- * varies across the face, which one mean shift cannot undo; the blurred difference does, while the
- * source's luminance, which carries most of its identity, stays.
+ * Fills the pixels of weight 0 in `values` (3 channels and a weight per pixel) from the weighted ones
+ * around them: halvings average the known values (pull), then each level's unknown part takes the
+ * bilinear upsampling of the next (push).
  */
-function transferChroma(warped: Float32Array, target: Float32Array, covered: Float32Array, w: number, h: number, amount: number, radius: number): void {
-  const n = w * h;
-  const packed = scratch("chroma", n * 5).fill(0);
-  for (let i = 0; i < n; i++) {
-    if (covered[i] === 0) continue;
-    toYCbCr(warped, i * 3);
-    packed[i * 5] = ycbcr[1];
-    packed[i * 5 + 1] = ycbcr[2];
-    toYCbCr(target, i * 3);
-    packed[i * 5 + 2] = ycbcr[1];
-    packed[i * 5 + 3] = ycbcr[2];
-    packed[i * 5 + 4] = 1;
+function pushPull(values: Float32Array, w: number, h: number): void {
+  const levels: Array<{ data: Float32Array; w: number; h: number }> = [{ data: values, w, h }];
+  while (levels.at(-1)!.w > 1 || levels.at(-1)!.h > 1) {
+    const fine = levels.at(-1)!;
+    const cw = Math.ceil(fine.w / 2), ch = Math.ceil(fine.h / 2);
+    const data = scratch(`pull${levels.length}`, cw * ch * 4).fill(0);
+    for (let y = 0; y < fine.h; y++) {
+      for (let x = 0; x < fine.w; x++) {
+        const f = (y * fine.w + x) * 4, c = ((y >> 1) * cw + (x >> 1)) * 4;
+        const weight = fine.data[f + 3]!;
+        if (weight === 0) continue;
+        for (let k = 0; k < 3; k++) data[c + k]! += fine.data[f + k]! * weight;
+        data[c + 3]! += weight;
+      }
+    }
+    for (let i = 0; i < cw * ch; i++) {
+      const weight = data[i * 4 + 3]!;
+      if (weight === 0) continue;
+      for (let k = 0; k < 3; k++) data[i * 4 + k]! /= weight;
+      data[i * 4 + 3] = Math.min(1, weight);
+    }
+    levels.push({ data, w: cw, h: ch });
   }
-  // Two box passes approach a Gaussian; one leaves visible steps where the face's edge enters the box.
-  const field = boxBlur(boxBlur(packed, scratch("chroma1", n * 5), w, h, 5, radius), packed, w, h, 5, radius);
-  for (let i = 0; i < n; i++) {
-    if (covered[i] === 0) continue;
-    const weight = amount / field[i * 5 + 4]!;
-    toYCbCr(warped, i * 3);
-    ycbcr[1] += (field[i * 5 + 2]! - field[i * 5]!) * weight;
-    ycbcr[2] += (field[i * 5 + 3]! - field[i * 5 + 1]!) * weight;
-    fromYCbCr(warped, i * 3);
+  for (let l = levels.length - 2; l >= 0; l--) {
+    const fine = levels[l]!, coarse = levels[l + 1]!;
+    for (let y = 0; y < fine.h; y++) {
+      const cy = Math.min(coarse.h - 1, Math.max(0, (y + 0.5) / 2 - 0.5));
+      const iy = Math.min(coarse.h - 2, Math.floor(cy)), fy = coarse.h > 1 ? cy - Math.max(0, iy) : 0;
+      for (let x = 0; x < fine.w; x++) {
+        const f = (y * fine.w + x) * 4;
+        const weight = fine.data[f + 3]!;
+        if (weight >= 1) continue;
+        const cx = Math.min(coarse.w - 1, Math.max(0, (x + 0.5) / 2 - 0.5));
+        const ix = Math.min(coarse.w - 2, Math.floor(cx)), fx = coarse.w > 1 ? cx - Math.max(0, ix) : 0;
+        const x0 = Math.max(0, ix), y0 = Math.max(0, iy);
+        const x1 = Math.min(coarse.w - 1, x0 + 1), y1 = Math.min(coarse.h - 1, y0 + 1);
+        for (let k = 0; k < 4; k++) {
+          const top = coarse.data[(y0 * coarse.w + x0) * 4 + k]! * (1 - fx) + coarse.data[(y0 * coarse.w + x1) * 4 + k]! * fx;
+          const bottom = coarse.data[(y1 * coarse.w + x0) * 4 + k]! * (1 - fx) + coarse.data[(y1 * coarse.w + x1) * 4 + k]! * fx;
+          const up = top * (1 - fy) + bottom * fy;
+          fine.data[f + k] = k === 3 ? weight + (1 - weight) * up : fine.data[f + k]! * weight + (1 - weight) * up;
+        }
+      }
+    }
   }
 }
 
@@ -468,6 +815,20 @@ function fromYCbCr(rgb: Float32Array, p: number): void {
 function addDetail(to: Float32Array, from: Float32Array, w: number, h: number, amount: number, radius: number): void {
   const blurred = boxBlur(from, scratch("detail", from.length), w, h, 3, radius);
   for (let i = 0; i < to.length; i++) to[i]! += amount * (from[i]! - blurred[i]!);
+}
+
+/**
+ * Unsharp mask on luma only (radius 1): the same high-pass of luma added to each channel. Sharpening
+ * each channel on its own also sharpens the warped source's chroma noise into coloured speckles.
+ */
+function sharpenLuma(rgb: Float32Array, w: number, h: number, amount: number): void {
+  const blurred = boxBlur(rgb, scratch("detail", rgb.length), w, h, 3, 1);
+  for (let p = 0; p < rgb.length; p += 3) {
+    const d = amount * (0.299 * (rgb[p]! - blurred[p]!) + 0.587 * (rgb[p + 1]! - blurred[p + 1]!) + 0.114 * (rgb[p + 2]! - blurred[p + 2]!));
+    rgb[p]! += d;
+    rgb[p + 1]! += d;
+    rgb[p + 2]! += d;
+  }
 }
 
 /**

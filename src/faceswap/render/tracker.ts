@@ -7,6 +7,8 @@ export interface Track {
   box: [number, number, number, number];
   /** Smoothed mesh (x, y pairs), what is drawn. */
   mesh: Float32Array;
+  /** Depth of each point in the latest frame (see FaceData); it only orders triangles, so it is not smoothed. */
+  depth: Float32Array;
   /** Smoothed landmark velocity, pixels per second. */
   velocity: Float32Array;
   /** The person's shape without passing expressions; its `neutral` lies over `mesh`. */
@@ -67,6 +69,7 @@ export class FaceTracker {
       id: this.nextId++,
       box: face.box,
       mesh: Float32Array.from(face.mesh),
+      depth: face.depth,
       velocity: new Float32Array(face.mesh.length),
       shape: new NeutralShape(face.mesh),
       lastFrame: frame,
@@ -90,6 +93,7 @@ export class FaceTracker {
       track.mesh[i] = previous + alpha(cutoff, dt) * (face.mesh[i]! - previous);
     }
     track.box = face.box;
+    track.depth = face.depth;
     track.lastFrame = frame;
     track.shape.update(track.mesh);
   }

@@ -15,11 +15,13 @@ const sources = new Map<number, SourceFace[]>();
 
 function toFaceData(face: FaceResult): FaceData {
   const mesh = new Float32Array(face.mesh.length * 2);
+  const depth = new Float32Array(face.mesh.length);
   face.mesh.forEach((point, i) => {
     mesh[i * 2] = point[0];
     mesh[i * 2 + 1] = point[1];
+    depth[i] = point[2] ?? 0;
   });
-  const data: FaceData = { box: [...face.box], score: face.score, mesh };
+  const data: FaceData = { box: [...face.box], score: face.score, mesh, depth };
   if (face.embedding?.length) data.embedding = face.embedding;
   return data;
 }
@@ -71,7 +73,7 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
       const jobSources = sources.get(request.job) ?? [];
       for (const target of request.targets) {
         const source = jobSources[target.source];
-        if (source) swapFace(pixels, width, height, target.mesh, target.neutral, source, human.faceTriangulation, request.style);
+        if (source) swapFace(pixels, width, height, target.mesh, target.depth, target.neutral, source, human.faceTriangulation, request.style);
       }
       return { value: pixels.buffer, transfer: [pixels.buffer as ArrayBuffer] };
     }

@@ -1,0 +1,203 @@
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { decodeFrames, type RgbImage } from "../src/faceswap/render/images.js";
+import { createFaceSwapEngine } from "../src/faceswap/render/index.js";
+import type { FaceData } from "../src/faceswap/render/protocol.js";
+import type { Renderer } from "../src/faceswap/renderer.js";
+import type { StyleVersion } from "../src/platform/db/schema.js";
+import { createLogger } from "../src/platform/logger.js";
+import { runFfmpeg } from "../src/platform/media/ffmpeg.js";
+import { makeClip, occluderBox, samplePhoto, type ClipOptions } from "./support/footage.js";
+import { failures, formatSummary, IDENTITY_LIMITS, identityFailures, MARKS_LIMIT, QualityJudge, summarise, type FaceScore } from "./support/quality.js";
+
+const artifacts = path.join(import.meta.dirname, "..", "test-artifacts", "render-quality");
+const WIDTH = 576, HEIGHT = 384, FPS = 10, SECONDS = 1.2;
+/** Judged frames (each with the next, for flicker); the occluder crosses the middle face at 0.6 s. */
+const FRAMES = [2, 6, 9];
+
+interface Clip {
+  name: string;
+  file: string;
+  frames: RgbImage[];
+  options: ClipOptions;
+}
+
+let dir: string;
+let renderer: Renderer;
+let judge: QualityJudge;
+let newFace: string;
+let newFaceImage: RgbImage;
+const clips: Clip[] = [];
+
+const CLIPS: Array<[string, ClipOptions]> = [
+  // sample1's three people, panned and zoomed.
+  ["pan", { seconds: SECONDS, fps: FPS, width: WIDTH }],
+  // sample4's left woman looks back over her shoulder: a head turned well to the side.
+  ["turned", { seconds: SECONDS, fps: FPS, width: WIDTH, photo: samplePhoto(4), crop: "960:640:0:60" }],
+  ["occluded", { seconds: SECONDS, fps: FPS, width: WIDTH, occluder: true }],
+];
+
+async function frames(video: string): Promise<RgbImage[]> {
+  return (await decodeFrames(video, { maxLongSide: WIDTH, maxFrames: 1000 })).frames;
+}
+
+async function render(clip: Clip, style: StyleVersion): Promise<RgbImage[]> {
+  const output = path.join(dir, `${clip.name}-${style}.mp4`);
+  await renderer.render({
+    video: clip.file, startSeconds: 0, endSeconds: SECONDS, width: WIDTH, height: HEIGHT, fps: FPS, hasAudio: false,
+    mode: "all-faces", face: newFace, mappings: [], style, output, signal: new AbortController().signal,
+  });
+  return frames(output);
+}
+
+/**
+ * Share of the occluder's pixels (inset by 2) over the clip that the render changed by more than 10 in
+ * luma; it is in front of a face for a third of the clip. See makeClip's occluder.
+ */
+function occluderChange(input: RgbImage[], output: RgbImage[]): number {
+  let changed = 0, n = 0;
+  for (const [f, before] of input.entries()) {
+    const after = output[f]!;
+    const { width, height } = before;
+    const { x: x0, y: y0, w, h } = occluderBox(f / FPS, SECONDS, width, height);
+    for (let y = Math.max(0, y0 + 2); y < Math.min(height, y0 + h - 2); y++) {
+      for (let x = Math.max(0, x0 + 2); x < Math.min(width, x0 + w - 2); x++) {
+        const p = (y * width + x) * 3;
+        const luma = (img: RgbImage) => 0.299 * img.pixels[p]! + 0.587 * img.pixels[p + 1]! + 0.114 * img.pixels[p + 2]!;
+        n++;
+        if (Math.abs(luma(before) - luma(after)) > 10) changed++;
+      }
+    }
+  }
+  return changed / Math.max(1, n);
+}
+
+function report(name: string, scores: FaceScore[]): string {
+  const lines = scores.map((s) => `  frame ${s.frame} face ${s.face}: ${failures(s).join(", ") || "ok"}`);
+  const summary = summarise(scores);
+  return `${name}: ${formatSummary(summary)}; identity ${identityFailures(summary).join(", ") || "ok"}\n${lines.join("\n")}`;
+}
+
+/** Each face's box blurred (a box blur over a tenth of the face): a soft, ghostly face. */
+function blurredBoxes(image: RgbImage, faces: FaceData[]): RgbImage {
+  const out = { ...image, pixels: Uint8Array.from(image.pixels) };
+  for (const face of faces) {
+    const [bx, by, bw, bh] = face.box.map(Math.round) as [number, number, number, number];
+    const radius = Math.max(2, Math.round(Math.sqrt(bw * bh) / 10));
+    for (let y = Math.max(0, by); y < Math.min(image.height, by + bh); y++) {
+      for (let x = Math.max(0, bx); x < Math.min(image.width, bx + bw); x++) {
+        for (let c = 0; c < 3; c++) {
+          let sum = 0, n = 0;
+          for (let dy = -radius; dy <= radius; dy += 2) {
+            for (let dx = -radius; dx <= radius; dx += 2) {
+              const sx = Math.min(image.width - 1, Math.max(0, x + dx)), sy = Math.min(image.height - 1, Math.max(0, y + dy));
+              sum += image.pixels[(sy * image.width + sx) * 3 + c]!;
+              n++;
+            }
+          }
+          out.pixels[(y * image.width + x) * 3 + c] = sum / n;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+/** The new face's photo scaled into a rectangle over each face's box, grown by a tenth. */
+function pastedRectangles(image: RgbImage, faces: FaceData[]): RgbImage {
+  const out = { ...image, pixels: Uint8Array.from(image.pixels) };
+  for (const face of faces) {
+    const [bx, by, bw, bh] = face.box;
+    const x0 = Math.round(bx - bw * 0.1), y0 = Math.round(by - bh * 0.1), w = Math.round(bw * 1.2), h = Math.round(bh * 1.2);
+    for (let y = Math.max(0, y0); y < Math.min(image.height, y0 + h); y++) {
+      for (let x = Math.max(0, x0); x < Math.min(image.width, x0 + w); x++) {
+        const sx = Math.min(newFaceImage.width - 1, Math.floor(((x - x0) / w) * newFaceImage.width));
+        const sy = Math.min(newFaceImage.height - 1, Math.floor(((y - y0) / h) * newFaceImage.height));
+        out.pixels.set(newFaceImage.pixels.subarray((sy * newFaceImage.width + sx) * 3, (sy * newFaceImage.width + sx) * 3 + 3), (y * image.width + x) * 3);
+      }
+    }
+  }
+  return out;
+}
+
+beforeAll(async () => {
+  dir = await fs.mkdtemp(path.join(os.tmpdir(), "render-quality-"));
+  await fs.mkdir(artifacts, { recursive: true });
+  renderer = createFaceSwapEngine({ workers: 2, logger: createLogger("silent") });
+  judge = await QualityJudge.start(createLogger("silent"));
+  const crops = await (renderer as Renderer & import("../src/faceswap/renderer.js").FaceDetector).detect({
+    input: samplePhoto(3), still: true, confidence: 0.5, outputDirectory: path.join(dir, "sample3"), signal: new AbortController().signal,
+  });
+  newFace = crops.find((face) => face.index === 1)!.png;
+  newFaceImage = (await decodeFrames(newFace, { maxLongSide: 1024, maxFrames: 1 })).frames[0]!;
+  await judge.setNewFace(newFaceImage);
+  for (const [name, options] of CLIPS) {
+    const file = await makeClip(path.join(dir, `${name}.mp4`), options);
+    clips.push({ name, file, options, frames: await frames(file) });
+  }
+}, 180_000);
+
+afterAll(async () => {
+  await renderer?.close();
+  await judge?.close();
+  await fs.rm(dir, { recursive: true, force: true });
+});
+
+describe("quality judge", () => {
+  it("scores the input re-encoded as its own output inside every limit, and identity unmoved", async () => {
+    for (const clip of clips) {
+      const reencoded = path.join(dir, `${clip.name}-same.mp4`);
+      await runFfmpeg(["-y", "-loglevel", "error", "-i", clip.file, "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p", reencoded]);
+      const scores = await judge.judge(clip.frames, await frames(reencoded), FRAMES, path.join(artifacts, `${clip.name}-same.png`));
+      console.log(report(`${clip.name} re-encoded`, scores));
+      expect(scores.length).toBeGreaterThan(0);
+      for (const score of scores) expect(failures(score), report(clip.name, [score])).toEqual([]);
+      const { faceres, faceApi } = summarise(scores);
+      expect(Math.abs(faceres), "faceres median shift from re-encoding alone").toBeLessThan(IDENTITY_LIMITS.faceres.min);
+      expect(Math.abs(faceApi), "face-api median shift from re-encoding alone").toBeLessThan(IDENTITY_LIMITS.faceApi.min);
+    }
+  }, 120_000);
+
+  it("fails a blurred box (sharpness) and a pasted rectangle (outside, seam or colour)", async () => {
+    for (const clip of clips.filter((c) => c.name !== "occluded")) {
+      const blurred: RgbImage[] = [], pasted: RgbImage[] = [];
+      for (const [i, image] of clip.frames.entries()) {
+        const faces = FRAMES.includes(i) || FRAMES.includes(i - 1) ? await judge.faces(clip.frames[FRAMES.includes(i) ? i : i - 1]!) : [];
+        blurred.push(blurredBoxes(image, faces));
+        pasted.push(pastedRectangles(image, faces));
+      }
+      const blurScores = await judge.judge(clip.frames, blurred, FRAMES, path.join(artifacts, `${clip.name}-blurred.png`));
+      const pasteScores = await judge.judge(clip.frames, pasted, FRAMES, path.join(artifacts, `${clip.name}-pasted.png`));
+      console.log(report(`${clip.name} blurred box`, blurScores));
+      console.log(report(`${clip.name} pasted rectangle`, pasteScores));
+      for (const score of blurScores) expect(failures(score, ["sharpness"]), report(clip.name, [score])).not.toEqual([]);
+      for (const score of pasteScores) expect(failures(score, ["outside", "seam", "colourStep"]), report(clip.name, [score])).not.toEqual([]);
+    }
+  }, 180_000);
+});
+
+describe("rendered faces", () => {
+  it.each(["v1", "v2"] as const)("%s: nothing past the face, no speckles, seams, softness or flicker, identity moved (pan, turned head, occluded)", async (style) => {
+    for (const clip of clips) {
+      const output = await render(clip, style);
+      const scores = await judge.judge(clip.frames, output, FRAMES, path.join(artifacts, `${clip.name}-${style}.png`));
+      const text = report(`${clip.name} ${style}`, scores);
+      console.log(text);
+      expect(scores.length, text).toBeGreaterThan(0);
+      for (const score of scores) expect(failures(score, ["outside"]), text).toEqual([]);
+      // Medians over the clip's faces: a single small face's measures are noisy after H.264.
+      const summary = summarise(scores);
+      const medians = { ...scores[0]!, ...summary };
+      expect(failures(medians, ["speckles", "seam", "sharpness", "flicker", "colourStep", "tone"]), text).toEqual([]);
+      // The pan's left face wears clown make-up (dark marks around the eyes and on the cheeks).
+      if (!Number.isNaN(summary.marks)) expect(summary.marks, `share of the input's marks kept\n${text}`).toBeLessThan(MARKS_LIMIT.max);
+      // v1 keeps the target's skin and light by design (its weaker identity is documented); on the turned
+      // head face-api's median then moves by about its re-encoding noise, so v1 answers to faceres only.
+      const identity = identityFailures(summary).filter((failure) => style === "v2" || failure.startsWith("faceres"));
+      expect(identity, text).toEqual([]);
+      if (clip.options.occluder) expect(occluderChange(clip.frames, output), "share of the occluder painted over").toBeLessThan(0.01);
+    }
+  }, 180_000);
+});

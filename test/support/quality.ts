@@ -1,0 +1,520 @@
+import fs from "node:fs/promises";
+import { encodePng, type RgbImage } from "../../src/faceswap/render/images.js";
+import type { FaceData } from "../../src/faceswap/render/protocol.js";
+import { analyseImage } from "../../src/faceswap/render/sources.js";
+import { FEATURE_OUTLINES, OVAL } from "../../src/faceswap/render/swap.js";
+import { iou } from "../../src/faceswap/render/tracker.js";
+import { WorkerPool } from "../../src/faceswap/render/worker-pool.js";
+import type { Logger } from "../../src/platform/logger.js";
+import { descriptorDistance, faceApiDescriptor } from "./recognition.js";
+
+/**
+ * How one rendered face compares with the same face in the input frame at the same time, measured
+ * in regions taken from the input's own face mesh. "r" below is the distance from the outline's
+ * centre in units of the outline (r = 1 on it).
+ */
+export interface FaceScore {
+  frame: number;
+  /** Index of the face in the input frame, left to right. */
+  face: number;
+  /** Share of the pixels just outside the face (1.1 < r < 1.6) whose blurred luma changed by more than 10. */
+  outside: number;
+  /** Impulse pixels (a 3x3 median outlier in luma or chroma) per 1000 pixels inside (r < 0.9), output minus input. */
+  speckles: number;
+  /** Gradient of the low-passed luma along the outline (0.8 < r < 1.15), output over input. */
+  seam: number;
+  /** Variance of the Laplacian of luma inside (r < 0.85, the input's marks left out), output over input. */
+  sharpness: number;
+  /** Mean change of luma inside from this frame to the next, output over input. */
+  flicker: number;
+  /** Colour step (YCbCr distance) from the rim inside the outline to the band outside it, output minus input. */
+  colourStep: number;
+  /** Mean luma inside (r < 0.75, features left out) over the band outside the lower half (1.05 < r < 1.25), output over input. */
+  tone: number;
+  /**
+   * Share of the input's marks (make-up, paint, moles: small dark spots inside the face, apart from
+   * its eyes, brows, lips and nostrils) still dark in the output. A swap replaces them; the input as
+   * its own output keeps them all, so this is judged on swaps only. NaN where the input has too few.
+   */
+  marks: number;
+  /** Human faceres similarity to the new face, output minus input (-1: no face found in the output). */
+  faceres: number;
+  /** face-api descriptor distance to the new face, input minus output (positive: closer). */
+  faceApi: number;
+}
+
+/**
+ * Bounds each face must keep. Calibrated on the test footage: the input re-encoded as its own output
+ * (what the renderer does to a frame without faces) scores inside them with a margin, a blurred box
+ * over the face fails sharpness, and a rectangle of the new face pasted over it fails outside, seam
+ * or colour. Re-encoding alone costs about a quarter of the Laplacian variance of small faces.
+ */
+export const LIMITS = {
+  outside: { max: 0.02 },
+  speckles: { max: 1.5 },
+  seam: { max: 1.25 },
+  sharpness: { min: 0.6 },
+  flicker: { max: 1.6 },
+  colourStep: { max: 6 },
+  tone: { min: 0.88, max: 1.12 },
+} as const;
+
+/**
+ * Bound on the median share of the input's marks that survive a swap (over the faces that have
+ * enough of them): the renderer keeps what covers a face, and make-up is not that. A renderer that
+ * kept every not-skin cluster scored 0.33 (pan, v2) and 0.41-0.47 (turned); one that replaces the
+ * marks 0.08-0.21 (shadows and strands of hair at the edge stay).
+ */
+export const MARKS_LIMIT = { max: 0.28 } as const;
+
+/**
+ * Bounds on the median identity shift of a clip's faces. One face's embedding moves by up to 0.04
+ * (faceres) and 0.02 (face-api) from re-encoding alone, so single faces are not judged on it.
+ */
+export const IDENTITY_LIMITS = { faceres: { min: 0.05 }, faceApi: { min: 0.02 } } as const;
+
+type Measure = keyof typeof LIMITS;
+type Bounds = { min?: number; max?: number };
+
+function outside(value: number, limit: Bounds): boolean {
+  return (limit.min !== undefined && !(value >= limit.min)) || (limit.max !== undefined && !(value <= limit.max));
+}
+
+/** The measures of `score` outside LIMITS, each as "name value". */
+export function failures(score: FaceScore, measures: readonly Measure[] = Object.keys(LIMITS) as Measure[]): string[] {
+  return measures.flatMap((name) => (outside(score[name], LIMITS[name]) ? [`${name} ${score[name].toFixed(3)}`] : []));
+}
+
+export type Summary = Record<Measure | keyof typeof IDENTITY_LIMITS | "marks", number> & { failing: number };
+
+/** Median of each measure over `scores`, and the share of faces that fail any of LIMITS. */
+export function summarise(scores: FaceScore[]): Summary {
+  const median = (values: number[]) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
+  const names = [...Object.keys(LIMITS), ...Object.keys(IDENTITY_LIMITS)] as (Measure | keyof typeof IDENTITY_LIMITS)[];
+  const medians = Object.fromEntries(names.map((name) => [name, median(scores.map((s) => s[name]))])) as Summary;
+  medians.marks = median(scores.flatMap((s) => (Number.isNaN(s.marks) ? [] : [s.marks])));
+  return { ...medians, failing: scores.filter((s) => failures(s).length > 0).length / Math.max(1, scores.length) };
+}
+
+/** The identity medians of `summary` outside IDENTITY_LIMITS. */
+export function identityFailures(summary: Summary): string[] {
+  return (Object.keys(IDENTITY_LIMITS) as (keyof typeof IDENTITY_LIMITS)[]).flatMap((name) =>
+    outside(summary[name], IDENTITY_LIMITS[name]) ? [`${name} ${summary[name].toFixed(3)}`] : [],
+  );
+}
+
+export function formatSummary(summary: Summary): string {
+  return (
+    `outside ${summary.outside.toFixed(3)} speckles ${summary.speckles.toFixed(2)} seam ${summary.seam.toFixed(2)} ` +
+    `sharpness ${summary.sharpness.toFixed(2)} flicker ${summary.flicker.toFixed(2)} colour ${summary.colourStep.toFixed(1)} ` +
+    `tone ${summary.tone.toFixed(2)} marks ${summary.marks.toFixed(2)} ` +
+    `faceres ${summary.faceres.toFixed(3)} face-api ${summary.faceApi.toFixed(3)} failing ${(summary.failing * 100).toFixed(0)}%`
+  );
+}
+
+interface Region {
+  x0: number;
+  y0: number;
+  w: number;
+  h: number;
+  /** r per pixel of the region. */
+  r: Float32Array;
+}
+
+/** Scores rendered frames with the same face models the renderer uses (its own worker) and face-api's recognition net. */
+export class QualityJudge {
+  private newFace: { embedding: number[]; descriptor: Float32Array } | undefined;
+
+  private constructor(private readonly pool: WorkerPool) {}
+
+  static async start(logger: Logger): Promise<QualityJudge> {
+    return new QualityJudge(await WorkerPool.start(1, logger));
+  }
+
+  async close(): Promise<void> {
+    await this.pool.close();
+  }
+
+  /** The faces of `image`, left to right, with meshes and faceres embeddings. */
+  async faces(image: RgbImage): Promise<FaceData[]> {
+    const found = await analyseImage(this.pool, image, { minConfidence: 0.3, worker: 0, retryWithBorder: false });
+    return found.sort((a, b) => a.box[0] - b.box[0]);
+  }
+
+  /** The face swapped in (the largest face of `image`). */
+  async setNewFace(image: RgbImage): Promise<void> {
+    const found = await analyseImage(this.pool, image, { minConfidence: 0.3, worker: 0, retryWithBorder: true });
+    const face = found[0];
+    if (!face?.embedding) throw new Error("no face in the new face image");
+    this.newFace = { embedding: face.embedding, descriptor: await faceApiDescriptor(image, face.box) };
+  }
+
+  /**
+   * Scores every face of `input[f]` against `output[f]` for each f of `frames` (f + 1 must exist, for
+   * flicker). With `sheet`, writes a contact sheet there: a row per frame, input | output per face.
+   */
+  async judge(input: RgbImage[], output: RgbImage[], frames: number[], sheet?: string): Promise<FaceScore[]> {
+    const scores: FaceScore[] = [];
+    const tiles: RgbImage[][] = [];
+    for (const f of frames) {
+      const [before, after, beforeNext, afterNext] = [input[f]!, output[f]!, input[f + 1] ?? input[f]!, output[f + 1] ?? output[f]!];
+      const faces = await this.faces(before);
+      const swapped = await this.faces(after);
+      const regions = faces.map((face) => region(face.mesh, before.width, before.height));
+      const row: RgbImage[] = [];
+      for (const [i, face] of faces.entries()) {
+        const reg = regions[i]!;
+        const others = regions.filter((_, k) => k !== i);
+        // Sharpness leaves out the input's marks: make-up's edges, gone from a good swap, would read as
+        // the new face being soft.
+        const marks = inputMarks(before, reg, face.mesh);
+        const plain = Uint8Array.from(boxBlur(Float32Array.from(marks.dark), reg.w, reg.h, 1), (v) => (v > 0 ? 0 : 1));
+        scores.push({
+          frame: f,
+          face: i,
+          outside: outsideChange(before, after, reg, others),
+          speckles: impulses(after, reg) - impulses(before, reg),
+          seam: seamStrength(after, reg) / Math.max(1e-6, seamStrength(before, reg)),
+          sharpness: laplacianVariance(after, reg, plain) / Math.max(1e-6, laplacianVariance(before, reg, plain)),
+          flicker: frameChange(after, afterNext, reg) / Math.max(0.5, frameChange(before, beforeNext, reg)),
+          colourStep: colourStep(after, reg) - colourStep(before, reg),
+          tone: toneRatio(after, reg, face.mesh) / Math.max(1e-6, toneRatio(before, reg, face.mesh)),
+          marks: marksKept(after, reg, marks),
+          ...(await this.identity(face, before, after, swapped)),
+        });
+        row.push(tile(before, reg), tile(after, reg));
+      }
+      tiles.push(row);
+    }
+    if (sheet) await fs.writeFile(sheet, encodePng(contactSheet(tiles)));
+    return scores;
+  }
+
+  private async identity(face: FaceData, before: RgbImage, after: RgbImage, swapped: FaceData[]) {
+    const newFace = this.newFace;
+    if (!newFace) throw new Error("setNewFace first");
+    const similarity = async (a: number[]) =>
+      (await this.pool.call<number[]>(0, { type: "similarities", embedding: a, candidates: [newFace.embedding] }))[0]!;
+    const match = swapped.filter((s) => s.embedding && iou(s.box, face.box) > 0.3).sort((a, b) => iou(b.box, face.box) - iou(a.box, face.box))[0];
+    const faceres = match && face.embedding ? (await similarity(match.embedding!)) - (await similarity(face.embedding)) : -1;
+    const [din, dout] = [await faceApiDescriptor(before, face.box), await faceApiDescriptor(after, face.box)];
+    return { faceres, faceApi: descriptorDistance(din, newFace.descriptor) - descriptorDistance(dout, newFace.descriptor) };
+  }
+}
+
+/** r over a box around the face: 1 on the mesh's outline, scaled about its centre. */
+function region(mesh: Float32Array, width: number, height: number): Region {
+  let cx = 0, cy = 0, minX = Infinity, minY = Infinity, maxX = -Infinity, maxY = -Infinity;
+  for (const i of OVAL) {
+    const x = mesh[2 * i]!, y = mesh[2 * i + 1]!;
+    cx += x / OVAL.length;
+    cy += y / OVAL.length;
+    minX = Math.min(minX, x); maxX = Math.max(maxX, x);
+    minY = Math.min(minY, y); maxY = Math.max(maxY, y);
+  }
+  const padX = (maxX - minX) * 0.7, padY = (maxY - minY) * 0.7;
+  const x0 = Math.max(0, Math.floor(minX - padX)), y0 = Math.max(0, Math.floor(minY - padY));
+  const w = Math.min(width, Math.ceil(maxX + padX)) - x0, h = Math.min(height, Math.ceil(maxY + padY)) - y0;
+  const r = new Float32Array(w * h);
+  const ox = OVAL.map((i) => mesh[2 * i]! - cx), oy = OVAL.map((i) => mesh[2 * i + 1]! - cy);
+  for (let y = 0; y < h; y++) {
+    for (let x = 0; x < w; x++) {
+      const dx = x0 + x + 0.5 - cx, dy = y0 + y + 0.5 - cy;
+      // Where the ray from the centre through the pixel crosses the outline, in units of (dx, dy).
+      let exit = Infinity;
+      for (let k = 0; k < OVAL.length; k++) {
+        const ax = ox[k]!, ay = oy[k]!;
+        const ex = ox[(k + 1) % OVAL.length]! - ax, ey = oy[(k + 1) % OVAL.length]! - ay;
+        const det = dx * ey - dy * ex;
+        if (Math.abs(det) < 1e-9) continue;
+        const t = (ax * ey - ay * ex) / det;
+        const u = (ax * dy - ay * dx) / det;
+        if (t > 0 && u >= 0 && u <= 1) exit = Math.min(exit, t);
+      }
+      r[y * w + x] = exit === Infinity ? 0 : 1 / exit;
+    }
+  }
+  return { x0, y0, w, h, r };
+}
+
+/** r of the frame pixel (x, y) in `reg`, or Infinity outside its box. */
+function rAt(reg: Region, x: number, y: number): number {
+  const lx = x - reg.x0, ly = y - reg.y0;
+  return lx >= 0 && ly >= 0 && lx < reg.w && ly < reg.h ? reg.r[ly * reg.w + lx]! : Infinity;
+}
+
+function lumaOf(image: RgbImage, x: number, y: number): number {
+  const p = (y * image.width + x) * 3;
+  return 0.299 * image.pixels[p]! + 0.587 * image.pixels[p + 1]! + 0.114 * image.pixels[p + 2]!;
+}
+
+/** Luma of the region's box, box-blurred `passes` times over `radius` (0: as is). */
+function lumaPlane(image: RgbImage, reg: Region, radius: number, passes: number): Float32Array {
+  let plane: Float32Array = new Float32Array(reg.w * reg.h);
+  for (let y = 0; y < reg.h; y++) for (let x = 0; x < reg.w; x++) plane[y * reg.w + x] = lumaOf(image, reg.x0 + x, reg.y0 + y);
+  for (let pass = 0; pass < passes && radius > 0; pass++) plane = boxBlur(plane, reg.w, reg.h, radius);
+  return plane;
+}
+
+function boxBlur(input: Float32Array, w: number, h: number, radius: number): Float32Array {
+  const tmp = new Float32Array(input.length), out = new Float32Array(input.length);
+  for (let y = 0; y < h; y++) {
+    for (let x = 0; x < w; x++) {
+      let sum = 0, n = 0;
+      for (let k = Math.max(0, x - radius); k <= Math.min(w - 1, x + radius); k++, n++) sum += input[y * w + k]!;
+      tmp[y * w + x] = sum / n;
+    }
+  }
+  for (let y = 0; y < h; y++) {
+    for (let x = 0; x < w; x++) {
+      let sum = 0, n = 0;
+      for (let k = Math.max(0, y - radius); k <= Math.min(h - 1, y + radius); k++, n++) sum += tmp[k * w + x]!;
+      out[y * w + x] = sum / n;
+    }
+  }
+  return out;
+}
+
+function faceSize(reg: Region): number {
+  // The box is the outline's extent plus 70 % on each side.
+  return Math.sqrt(reg.w * reg.h) / 2.4;
+}
+
+function outsideChange(before: RgbImage, after: RgbImage, reg: Region, others: Region[]): number {
+  const a = lumaPlane(before, reg, 1, 1), b = lumaPlane(after, reg, 1, 1);
+  let changed = 0, n = 0;
+  for (let y = 0; y < reg.h; y++) {
+    for (let x = 0; x < reg.w; x++) {
+      const r = reg.r[y * reg.w + x]!;
+      if (r <= 1.1 || r >= 1.6 || others.some((o) => rAt(o, reg.x0 + x, reg.y0 + y) <= 1.1)) continue;
+      n++;
+      if (Math.abs(a[y * reg.w + x]! - b[y * reg.w + x]!) > 10) changed++;
+    }
+  }
+  return changed / Math.max(1, n);
+}
+
+/** Impulse pixels per 1000 inside r < 0.9: luma off its 3x3 median by > 28, or a chroma by > 18. */
+function impulses(image: RgbImage, reg: Region): number {
+  const channels = [0, 1, 2].map(() => new Float32Array(reg.w * reg.h));
+  for (let y = 0; y < reg.h; y++) {
+    for (let x = 0; x < reg.w; x++) {
+      const p = ((reg.y0 + y) * image.width + reg.x0 + x) * 3;
+      const r = image.pixels[p]!, g = image.pixels[p + 1]!, b = image.pixels[p + 2]!;
+      channels[0]![y * reg.w + x] = 0.299 * r + 0.587 * g + 0.114 * b;
+      channels[1]![y * reg.w + x] = -0.168736 * r - 0.331264 * g + 0.5 * b;
+      channels[2]![y * reg.w + x] = 0.5 * r - 0.418688 * g - 0.081312 * b;
+    }
+  }
+  const limits = [28, 18, 18];
+  const window = new Float32Array(9);
+  let count = 0, n = 0;
+  for (let y = 1; y < reg.h - 1; y++) {
+    for (let x = 1; x < reg.w - 1; x++) {
+      if (reg.r[y * reg.w + x]! >= 0.9) continue;
+      n++;
+      const impulse = channels.some((plane, c) => {
+        let k = 0;
+        for (let dy = -1; dy <= 1; dy++) for (let dx = -1; dx <= 1; dx++) window[k++] = plane[(y + dy) * reg.w + x + dx]!;
+        window.sort();
+        return Math.abs(plane[y * reg.w + x]! - window[4]!) > limits[c]!;
+      });
+      if (impulse) count++;
+    }
+  }
+  return (1000 * count) / Math.max(1, n);
+}
+
+function seamStrength(image: RgbImage, reg: Region): number {
+  const plane = lumaPlane(image, reg, Math.max(1, Math.round(faceSize(reg) * 0.015)), 2);
+  let sum = 0, n = 0;
+  for (let y = 1; y < reg.h - 1; y++) {
+    for (let x = 1; x < reg.w - 1; x++) {
+      const r = reg.r[y * reg.w + x]!;
+      if (r <= 0.8 || r >= 1.15) continue;
+      const gx = plane[y * reg.w + x + 1]! - plane[y * reg.w + x - 1]!;
+      const gy = plane[(y + 1) * reg.w + x]! - plane[(y - 1) * reg.w + x]!;
+      sum += Math.hypot(gx, gy);
+      n++;
+    }
+  }
+  return sum / Math.max(1, n);
+}
+
+/** Over the pixels of r < 0.85 where `mask` is 1. */
+function laplacianVariance(image: RgbImage, reg: Region, mask: Uint8Array): number {
+  const plane = lumaPlane(image, reg, 0, 0);
+  let sum = 0, sq = 0, n = 0;
+  for (let y = 1; y < reg.h - 1; y++) {
+    for (let x = 1; x < reg.w - 1; x++) {
+      if (reg.r[y * reg.w + x]! >= 0.85 || mask[y * reg.w + x] === 0) continue;
+      const i = y * reg.w + x;
+      const lap = plane[i - 1]! + plane[i + 1]! + plane[i - reg.w]! + plane[i + reg.w]! - 4 * plane[i]!;
+      sum += lap;
+      sq += lap * lap;
+      n++;
+    }
+  }
+  return n > 0 ? sq / n - (sum / n) ** 2 : 0;
+}
+
+function frameChange(a: RgbImage, b: RgbImage, reg: Region): number {
+  let sum = 0, n = 0;
+  for (let y = 0; y < reg.h; y++) {
+    for (let x = 0; x < reg.w; x++) {
+      if (reg.r[y * reg.w + x]! >= 0.9) continue;
+      sum += Math.abs(lumaOf(a, reg.x0 + x, reg.y0 + y) - lumaOf(b, reg.x0 + x, reg.y0 + y));
+      n++;
+    }
+  }
+  return sum / Math.max(1, n);
+}
+
+/** YCbCr distance between the mean colour of the rim (0.75 < r < 0.95) and of the band outside (1.05 < r < 1.25), lower half of the face. */
+function colourStep(image: RgbImage, reg: Region): number {
+  const inner = [0, 0, 0, 0], outer = [0, 0, 0, 0];
+  // The lower half: cheeks and jaw against the neck; above them the band is hair more often than skin.
+  const cy = reg.h / 2;
+  for (let y = Math.ceil(cy); y < reg.h; y++) {
+    for (let x = 0; x < reg.w; x++) {
+      const r = reg.r[y * reg.w + x]!;
+      const sum = r > 0.75 && r < 0.95 ? inner : r > 1.05 && r < 1.25 ? outer : undefined;
+      if (!sum) continue;
+      const p = ((reg.y0 + y) * image.width + reg.x0 + x) * 3;
+      const R = image.pixels[p]!, G = image.pixels[p + 1]!, B = image.pixels[p + 2]!;
+      sum[0]! += 0.299 * R + 0.587 * G + 0.114 * B;
+      sum[1]! += -0.168736 * R - 0.331264 * G + 0.5 * B;
+      sum[2]! += 0.5 * R - 0.418688 * G - 0.081312 * B;
+      sum[3]!++;
+    }
+  }
+  if (inner[3] === 0 || outer[3] === 0) return 0;
+  return Math.hypot(...[0, 1, 2].map((c) => inner[c]! / inner[3]! - outer[c]! / outer[3]!));
+}
+
+/** 1 on the face's features in `reg` (eye openings, brows, outer lips, a disc over the nostrils), grown by `grow` pixels. */
+function featureMask(reg: Region, mesh: Float32Array, grow: number): Uint8Array {
+  const mask = new Uint8Array(reg.w * reg.h);
+  const discs: Array<[number, number, number]> = [];
+  // The nostrils: a disc across the nose's wings (98, 327) below its tip.
+  const wing = Math.hypot(mesh[2 * 98]! - mesh[2 * 327]!, mesh[2 * 98 + 1]! - mesh[2 * 327 + 1]!);
+  discs.push([(mesh[2 * 98]! + mesh[2 * 327]! + mesh[2 * 2]!) / 3, (mesh[2 * 98 + 1]! + mesh[2 * 327 + 1]! + mesh[2 * 2 + 1]!) / 3, wing * 0.6]);
+  for (let y = 0; y < reg.h; y++) {
+    for (let x = 0; x < reg.w; x++) {
+      const px = reg.x0 + x + 0.5, py = reg.y0 + y + 0.5;
+      const inside = FEATURE_OUTLINES.some((polygon) => {
+        let crossings = 0;
+        for (let k = 0; k < polygon.length; k++) {
+          const p = polygon[k]!, q = polygon[(k + 1) % polygon.length]!;
+          const ax = mesh[2 * p]!, ay = mesh[2 * p + 1]!, bx = mesh[2 * q]!, by = mesh[2 * q + 1]!;
+          if ((ay <= py) !== (by <= py) && px < ax + ((py - ay) / (by - ay)) * (bx - ax)) crossings++;
+        }
+        return crossings % 2 === 1;
+      });
+      if (inside || discs.some(([cx, cy, r]) => Math.hypot(px - cx, py - cy) <= r)) mask[y * reg.w + x] = 1;
+    }
+  }
+  const grown = boxBlur(Float32Array.from(mask), reg.w, reg.h, grow);
+  return Uint8Array.from(grown, (v) => (v > 0 ? 1 : 0));
+}
+
+function toneRatio(image: RgbImage, reg: Region, mesh: Float32Array): number {
+  const features = featureMask(reg, mesh, 1);
+  let inner = 0, ni = 0, outer = 0, no = 0;
+  for (let y = 0; y < reg.h; y++) {
+    for (let x = 0; x < reg.w; x++) {
+      const i = y * reg.w + x, r = reg.r[i]!;
+      const luma = lumaOf(image, reg.x0 + x, reg.y0 + y);
+      if (r < 0.75 && features[i] === 0) {
+        inner += luma;
+        ni++;
+      } else if (y >= reg.h / 2 && r > 1.05 && r < 1.25) {
+        outer += luma;
+        no++;
+      }
+    }
+  }
+  return ni > 0 && no > 0 ? inner / ni / Math.max(1, outer / no) : 1;
+}
+
+/** Marks below this share of the face's inside are too few to judge (a freckle or two). */
+const MIN_MARKS = 0.01;
+
+interface Marks {
+  /** 1 on the features (grown), see featureMask. */
+  features: Uint8Array;
+  /** 1 on the input's marks: darker by 30 than the face around them (r < 0.85), off the features. */
+  dark: Uint8Array;
+  /** Blur radius of "the face around". */
+  radius: number;
+  /** Whether they cover MIN_MARKS of the face's inside. */
+  enough: boolean;
+}
+
+function inputMarks(before: RgbImage, reg: Region, mesh: Float32Array): Marks {
+  const size = faceSize(reg);
+  const features = featureMask(reg, mesh, Math.max(1, Math.round(size * 0.03)));
+  const radius = Math.max(2, Math.round(size * 0.08));
+  const plain = lumaPlane(before, reg, radius, 2);
+  const dark = new Uint8Array(reg.w * reg.h);
+  let count = 0, n = 0;
+  for (let y = 0; y < reg.h; y++) {
+    for (let x = 0; x < reg.w; x++) {
+      const i = y * reg.w + x;
+      if (reg.r[i]! >= 0.85) continue;
+      n++;
+      if (features[i] === 1 || lumaOf(before, reg.x0 + x, reg.y0 + y) > plain[i]! - 30) continue;
+      dark[i] = 1;
+      count++;
+    }
+  }
+  return { features, dark, radius, enough: count >= MIN_MARKS * n };
+}
+
+function marksKept(after: RgbImage, reg: Region, marks: Marks): number {
+  if (!marks.enough) return NaN;
+  const plain = lumaPlane(after, reg, marks.radius, 2);
+  let count = 0, kept = 0;
+  for (let y = 0; y < reg.h; y++) {
+    for (let x = 0; x < reg.w; x++) {
+      const i = y * reg.w + x;
+      if (marks.dark[i] === 0) continue;
+      count++;
+      if (lumaOf(after, reg.x0 + x, reg.y0 + y) < plain[i]! - 15) kept++;
+    }
+  }
+  return kept / Math.max(1, count);
+}
+
+const TILE = 128;
+
+/** The face's box (r up to about 1.3) scaled to TILE x TILE. */
+function tile(image: RgbImage, reg: Region): RgbImage {
+  const pixels = new Uint8Array(TILE * TILE * 3);
+  const side = Math.min(reg.w, reg.h) * 0.75;
+  const cx = reg.x0 + reg.w / 2, cy = reg.y0 + reg.h / 2;
+  for (let y = 0; y < TILE; y++) {
+    for (let x = 0; x < TILE; x++) {
+      const sx = Math.min(image.width - 1, Math.max(0, Math.round(cx - side / 2 + ((x + 0.5) * side) / TILE)));
+      const sy = Math.min(image.height - 1, Math.max(0, Math.round(cy - side / 2 + ((y + 0.5) * side) / TILE)));
+      pixels.set(image.pixels.subarray((sy * image.width + sx) * 3, (sy * image.width + sx) * 3 + 3), (y * TILE + x) * 3);
+    }
+  }
+  return { pixels, width: TILE, height: TILE };
+}
+
+function contactSheet(rows: RgbImage[][]): RgbImage {
+  const columns = Math.max(1, ...rows.map((row) => row.length));
+  const width = columns * (TILE + 2), height = Math.max(1, rows.length) * (TILE + 2);
+  const pixels = new Uint8Array(width * height * 3).fill(255);
+  rows.forEach((row, r) =>
+    row.forEach((image, c) => {
+      // A wider gap after each input | output pair.
+      const x0 = c * (TILE + 2) + (c % 2 === 0 ? 0 : -1);
+      for (let y = 0; y < TILE; y++) {
+        pixels.set(image.pixels.subarray(y * TILE * 3, (y + 1) * TILE * 3), ((r * (TILE + 2) + y) * width + x0) * 3);
+      }
+    }),
+  );
+  return { pixels, width, height };
+}
