@@ -25,6 +25,8 @@ export interface Config {
   expirySweepMs: number;
   /** How often each replica compares its namespace cache with the database (for lost notices). */
   cacheCheckMs: number;
+  /** Newest recorded changes kept per namespace. */
+  namespaceHistoryLimit: number;
   /** Registry changes kept for watchers resuming from a revision. */
   registryChangesKept: number;
   /**
@@ -167,6 +169,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownGraceMs: int("SHUTDOWN_GRACE_MS", 10_000, 0, 600_000),
     expirySweepMs: int("INSTANCE_EXPIRY_SWEEP_MS", 500, 50, 60_000),
     cacheCheckMs: int("CACHE_CHECK_MS", 5_000, 100, 3_600_000),
+    namespaceHistoryLimit: int("NAMESPACE_HISTORY_LIMIT", 1_000, 1, 1_000_000),
     registryChangesKept: int("REGISTRY_CHANGES_KEPT", 10_000, 1, 10_000_000),
     publicUrl,
     metricsPublic: bool("METRICS_PUBLIC", false),

@@ -207,6 +207,41 @@ export interface WatchNamespacesResponse {
   namespace: Namespace | undefined;
 }
 
+export interface ListNamespaceHistoryRequest {
+  name: string;
+  /** Entries per page, default 100, at most 1000. */
+  pageSize: number;
+  /** next_page_token of the previous page. */
+  pageToken: string;
+}
+
+export interface ListNamespaceHistoryResponse {
+  entries: NamespaceHistoryEntry[];
+  /** Empty on the last page. */
+  nextPageToken: string;
+}
+
+/** One recorded change of a namespace. */
+export interface NamespaceHistoryEntry {
+  /** CREATED, UPDATED, DELETED or TOKEN_ROTATED. */
+  action: string;
+  /** The API key's id, or "namespace token". */
+  actor: string;
+  /** The account behind the API key; empty for a namespace token. */
+  accountId: string;
+  /** RFC 3339. */
+  time: string;
+  /** One per changed field; a rotated token is named without its values. */
+  changes: NamespaceFieldChange[];
+}
+
+export interface NamespaceFieldChange {
+  field: string;
+  /** JSON of the value before and after; empty when the field had none, or for the token. */
+  before: string;
+  after: string;
+}
+
 function createBaseCreateNamespaceRequest(): CreateNamespaceRequest {
   return { namespace: undefined };
 }
@@ -1643,6 +1678,334 @@ export const WatchNamespacesResponse: MessageFns<WatchNamespacesResponse> = {
   },
 };
 
+function createBaseListNamespaceHistoryRequest(): ListNamespaceHistoryRequest {
+  return { name: "", pageSize: 0, pageToken: "" };
+}
+
+export const ListNamespaceHistoryRequest: MessageFns<ListNamespaceHistoryRequest> = {
+  encode(message: ListNamespaceHistoryRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.pageSize !== 0) {
+      writer.uint32(16).int32(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(26).string(message.pageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListNamespaceHistoryRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListNamespaceHistoryRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.pageSize = reader.int32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ListNamespaceHistoryRequest>, I>>(base?: I): ListNamespaceHistoryRequest {
+    return ListNamespaceHistoryRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListNamespaceHistoryRequest>, I>>(object: I): ListNamespaceHistoryRequest {
+    const message = createBaseListNamespaceHistoryRequest();
+    message.name = object.name ?? "";
+    message.pageSize = object.pageSize ?? 0;
+    message.pageToken = object.pageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseListNamespaceHistoryResponse(): ListNamespaceHistoryResponse {
+  return { entries: [], nextPageToken: "" };
+}
+
+export const ListNamespaceHistoryResponse: MessageFns<ListNamespaceHistoryResponse> = {
+  encode(message: ListNamespaceHistoryResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.entries) {
+      NamespaceHistoryEntry.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(18).string(message.nextPageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListNamespaceHistoryResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListNamespaceHistoryResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.entries.push(NamespaceHistoryEntry.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ListNamespaceHistoryResponse>, I>>(base?: I): ListNamespaceHistoryResponse {
+    return ListNamespaceHistoryResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListNamespaceHistoryResponse>, I>>(object: I): ListNamespaceHistoryResponse {
+    const message = createBaseListNamespaceHistoryResponse();
+    message.entries = object.entries?.map((e) => NamespaceHistoryEntry.fromPartial(e)) || [];
+    message.nextPageToken = object.nextPageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseNamespaceHistoryEntry(): NamespaceHistoryEntry {
+  return { action: "", actor: "", accountId: "", time: "", changes: [] };
+}
+
+export const NamespaceHistoryEntry: MessageFns<NamespaceHistoryEntry> = {
+  encode(message: NamespaceHistoryEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.action !== "") {
+      writer.uint32(10).string(message.action);
+    }
+    if (message.actor !== "") {
+      writer.uint32(18).string(message.actor);
+    }
+    if (message.accountId !== "") {
+      writer.uint32(26).string(message.accountId);
+    }
+    if (message.time !== "") {
+      writer.uint32(34).string(message.time);
+    }
+    for (const v of message.changes) {
+      NamespaceFieldChange.encode(v!, writer.uint32(42).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): NamespaceHistoryEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseNamespaceHistoryEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.action = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.actor = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.accountId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.time = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.changes.push(NamespaceFieldChange.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<NamespaceHistoryEntry>, I>>(base?: I): NamespaceHistoryEntry {
+    return NamespaceHistoryEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<NamespaceHistoryEntry>, I>>(object: I): NamespaceHistoryEntry {
+    const message = createBaseNamespaceHistoryEntry();
+    message.action = object.action ?? "";
+    message.actor = object.actor ?? "";
+    message.accountId = object.accountId ?? "";
+    message.time = object.time ?? "";
+    message.changes = object.changes?.map((e) => NamespaceFieldChange.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseNamespaceFieldChange(): NamespaceFieldChange {
+  return { field: "", before: "", after: "" };
+}
+
+export const NamespaceFieldChange: MessageFns<NamespaceFieldChange> = {
+  encode(message: NamespaceFieldChange, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.field !== "") {
+      writer.uint32(10).string(message.field);
+    }
+    if (message.before !== "") {
+      writer.uint32(18).string(message.before);
+    }
+    if (message.after !== "") {
+      writer.uint32(26).string(message.after);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): NamespaceFieldChange {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseNamespaceFieldChange();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.field = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.before = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.after = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<NamespaceFieldChange>, I>>(base?: I): NamespaceFieldChange {
+    return NamespaceFieldChange.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<NamespaceFieldChange>, I>>(object: I): NamespaceFieldChange {
+    const message = createBaseNamespaceFieldChange();
+    message.field = object.field ?? "";
+    message.before = object.before ?? "";
+    message.after = object.after ?? "";
+    return message;
+  },
+};
+
 /** CRUD, listing and token management for namespaces. Needs an API key with the `namespaces` scope. */
 export type NamespaceServiceService = typeof NamespaceServiceService;
 export const NamespaceServiceService = {
@@ -1768,6 +2131,21 @@ export const NamespaceServiceService = {
       Buffer.from(WatchNamespacesResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): WatchNamespacesResponse => WatchNamespacesResponse.decode(value),
   },
+  /**
+   * Lists the namespace's recorded changes, newest first. Readable by those who may edit the
+   * namespace; once it is deleted, by admins only.
+   */
+  listNamespaceHistory: {
+    path: "/v1.NamespaceService/ListNamespaceHistory" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListNamespaceHistoryRequest): Buffer =>
+      Buffer.from(ListNamespaceHistoryRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListNamespaceHistoryRequest => ListNamespaceHistoryRequest.decode(value),
+    responseSerialize: (value: ListNamespaceHistoryResponse): Buffer =>
+      Buffer.from(ListNamespaceHistoryResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListNamespaceHistoryResponse => ListNamespaceHistoryResponse.decode(value),
+  },
 } as const;
 
 export interface NamespaceServiceServer extends UntypedServiceImplementation {
@@ -1794,6 +2172,11 @@ export interface NamespaceServiceServer extends UntypedServiceImplementation {
    * updated, deleted or whose service and instance counts changed. gRPC only.
    */
   watchNamespaces: handleServerStreamingCall<WatchNamespacesRequest, WatchNamespacesResponse>;
+  /**
+   * Lists the namespace's recorded changes, newest first. Readable by those who may edit the
+   * namespace; once it is deleted, by admins only.
+   */
+  listNamespaceHistory: handleUnaryCall<ListNamespaceHistoryRequest, ListNamespaceHistoryResponse>;
 }
 
 export interface NamespaceServiceClient extends Client {
@@ -1954,6 +2337,25 @@ export interface NamespaceServiceClient extends Client {
     metadata?: Metadata,
     options?: Partial<CallOptions>,
   ): ClientReadableStream<WatchNamespacesResponse>;
+  /**
+   * Lists the namespace's recorded changes, newest first. Readable by those who may edit the
+   * namespace; once it is deleted, by admins only.
+   */
+  listNamespaceHistory(
+    request: ListNamespaceHistoryRequest,
+    callback: (error: ServiceError | null, response: ListNamespaceHistoryResponse) => void,
+  ): ClientUnaryCall;
+  listNamespaceHistory(
+    request: ListNamespaceHistoryRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListNamespaceHistoryResponse) => void,
+  ): ClientUnaryCall;
+  listNamespaceHistory(
+    request: ListNamespaceHistoryRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListNamespaceHistoryResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const NamespaceServiceClient = makeGenericClientConstructor(

@@ -1,5 +1,6 @@
 import type { Namespace } from "../../gen/v1/namespace.js";
-import { NamespaceChangeKind, NamespaceServiceService } from "../../gen/v1/namespace_service.js";
+import { NamespaceChangeKind, NamespaceServiceService, type NamespaceHistoryEntry } from "../../gen/v1/namespace_service.js";
+import type { NamespaceHistoryRow } from "../platform/db/schema.js";
 import type { Principal } from "../platform/auth.js";
 import { rfc3339 } from "../platform/ids.js";
 import { ITEM_OK, itemStatus } from "../platform/batch.js";
@@ -63,6 +64,11 @@ export function namespaceService(namespaces: NamespaceService) {
       token: await namespaces.rotateToken(ctx.principal, request.name),
     }),
 
+    listNamespaceHistory: async (request, ctx) => {
+      const { rows, nextPageToken } = await namespaces.listHistory(ctx.principal, request);
+      return { entries: rows.map(toHistoryEntry), nextPageToken };
+    },
+
     watchNamespaces: (_request, ctx, send) =>
       namespaces.watch(ctx.signal, (event) =>
         send(
@@ -106,5 +112,19 @@ function toNamespace(row: NamespaceView, editable: boolean, withToken: boolean):
     metadata: row.metadata,
     syncToGlobalRegistry: row.sync_to_global_registry,
     deleteable: editable,
+  };
+}
+
+function toHistoryEntry(row: NamespaceHistoryRow): NamespaceHistoryEntry {
+  return {
+    action: row.action,
+    actor: row.actor,
+    accountId: row.account_id,
+    time: rfc3339(row.created_at),
+    changes: row.changes.map((c) => ({
+      field: c.field,
+      before: c.before === undefined ? "" : JSON.stringify(c.before),
+      after: c.after === undefined ? "" : JSON.stringify(c.after),
+    })),
   };
 }

@@ -15,7 +15,7 @@ export function namespacesModule({ config, db, notifications, logger, metrics }:
   metrics.collected("atrium_namespace_watchers", "Open WatchNamespaces streams on this replica.", "gauge", [], () => [
     { labels: {}, value: cache.listeners },
   ]);
-  const service = new NamespaceService(db, notifications, cache);
+  const service = new NamespaceService(db, notifications, cache, config.namespaceHistoryLimit);
   return {
     service,
     cache,

@@ -1,6 +1,6 @@
 import { sql } from "kysely";
 import type { Db } from "../platform/db/database.js";
-import type { NamespaceRow } from "../platform/db/schema.js";
+import type { NamespaceAction, NamespaceFieldChange, NamespaceHistoryRow, NamespaceRow } from "../platform/db/schema.js";
 
 /** A namespace row with its grants and the live counts of its services and instances. */
 export type NamespaceView = NamespaceRow & {
@@ -63,14 +63,23 @@ export interface NewNamespace {
   createdBy: string | null;
 }
 
+/** Who made a change and what it changed, as the history records it. */
+export interface HistoryInput {
+  action: NamespaceAction;
+  actor: string;
+  accountId: string;
+  changes: NamespaceFieldChange[];
+}
+
 /**
- * Inserts a namespace and its grants in one statement (so atomically, in one round trip);
- * undefined when the name is taken.
+ * Inserts a namespace, its grants and its CREATED history entry in one statement (so atomically,
+ * in one round trip); undefined when the name is taken.
  */
 export async function insertNamespace(
   db: Db,
   ns: NewNamespace,
   grants: { users: string[]; groups: string[] },
+  history: HistoryInput,
 ): Promise<NamespaceRow | undefined> {
   const kinds = [...grants.users.map(() => "user"), ...grants.groups.map(() => "group")];
   const ids = [...grants.users, ...grants.groups];
@@ -84,6 +93,10 @@ export async function insertNamespace(
     ), grants as (
       insert into namespace_grants (namespace_id, principal_kind, principal_id)
       select ns.id, g.kind, g.id from ns, unnest(${kinds}::text[], ${ids}::text[]) as g(kind, id)
+    ), history as (
+      insert into namespace_history (namespace_id, namespace_name, action, actor, account_id, changes)
+      select ns.id, ns.name, ${history.action}, ${history.actor}, ${history.accountId}, ${JSON.stringify(history.changes)}::jsonb
+      from ns
     )
     select * from ns`.execute(db);
   return rows[0];
@@ -162,4 +175,46 @@ export async function hasServices(db: Db, namespaceId: string): Promise<boolean>
 
 export async function deleteNamespace(db: Db, id: string): Promise<void> {
   await db.deleteFrom("namespaces").where("id", "=", id).execute();
+}
+
+export async function recordHistory(db: Db, namespace: { id: string; name: string }, entry: HistoryInput): Promise<void> {
+  await db
+    .insertInto("namespace_history")
+    .values({
+      namespace_id: namespace.id,
+      namespace_name: namespace.name,
+      action: entry.action,
+      actor: entry.actor,
+      account_id: entry.accountId,
+      changes: JSON.stringify(entry.changes),
+    })
+    .execute();
+}
+
+/** Which namespace's history to read: a live one, or every deleted one of a name. */
+export type HistoryOf = { live: { id: string; name: string } } | { deletedName: string };
+
+/** History entries newest first, after the entry with id `after` when given. */
+export async function listHistory(db: Db, of: HistoryOf, after: number | undefined, limit: number): Promise<NamespaceHistoryRow[]> {
+  let query = db.selectFrom("namespace_history").selectAll();
+  query =
+    "live" in of
+      ? query.where("namespace_name", "=", of.live.name).where("namespace_id", "=", of.live.id)
+      : query
+          .where("namespace_name", "=", of.deletedName)
+          .where(({ not, exists, selectFrom }) =>
+            not(exists(selectFrom("namespaces").select("id").whereRef("namespaces.id", "=", "namespace_history.namespace_id"))),
+          );
+  if (after !== undefined) query = query.where("id", "<", after);
+  return query.orderBy("id", "desc").limit(limit).execute();
+}
+
+/** Keeps the newest `keep` entries of a namespace. */
+export async function pruneHistory(db: Db, namespace: { id: string; name: string }, keep: number): Promise<void> {
+  await sql`
+    delete from namespace_history
+    where namespace_name = ${namespace.name} and namespace_id = ${namespace.id} and id < (
+      select id from namespace_history where namespace_name = ${namespace.name} and namespace_id = ${namespace.id}
+      order by id desc offset ${keep - 1} limit 1
+    )`.execute(db);
 }

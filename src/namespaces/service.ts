@@ -4,9 +4,9 @@ import { isAdmin, type Principal } from "../platform/auth.js";
 import { checkBatchSize, settle, type BatchResult } from "../platform/batch.js";
 import { NAMESPACES_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
-import type { NamespaceRow } from "../platform/db/schema.js";
+import type { NamespaceFieldChange, NamespaceHistoryRow, NamespaceRow } from "../platform/db/schema.js";
 import type { Notifications } from "../platform/db/notifications.js";
-import { pageOf } from "../platform/paging.js";
+import { keysetPage, keysetResult, pageOf } from "../platform/paging.js";
 import {
   alreadyExists,
   failedPrecondition,
@@ -19,7 +19,7 @@ import {
 import type { NamespaceCache } from "./cache.js";
 import { watchNamespaces, type NamespaceEvent } from "./namespace-watch.js";
 import * as repo from "./repository.js";
-import type { NamespaceView } from "./repository.js";
+import type { HistoryInput, NamespaceView } from "./repository.js";
 import {
   checkName,
   checkWritableFields,
@@ -34,6 +34,13 @@ import {
 export const MAX_BATCH = 100;
 const MAX_FILTER = 1024;
 const NAMESPACE_PAGES = { defaultSize: 100, maxSize: 100 };
+const HISTORY_PAGES = { defaultSize: 100, maxSize: 1000 };
+/** Prune a namespace's history once per this many of its changes. */
+const PRUNE_EVERY = 100;
+/** The actor recorded for a change made with a namespace's own token. */
+const TOKEN_ACTOR = "namespace token";
+/** Fields whose values the history records before and after a change. */
+const PLAIN_FIELDS = ["comment", "owners", "service_export_to", "metadata", "sync_to_global_registry"] as const;
 
 /** The request's filters and its offset and limit as sent (the service applies the page's defaults). */
 export interface ListFilters {
@@ -45,10 +52,13 @@ export interface ListFilters {
 
 /** Namespace rules: validation, permissions, and writes that keep every replica's cache current. */
 export class NamespaceService {
+  private readonly sinceLastPrune = new Map<string, number>();
+
   constructor(
     private readonly db: Db,
     private readonly notifications: Notifications,
     private readonly cache: NamespaceCache,
+    private readonly historyLimit: number,
   ) {}
 
   /** Admins, owners, and granted users or groups may edit and delete a namespace. */
@@ -82,22 +92,35 @@ export class NamespaceService {
     const name = input.name!;
 
     const grants = { users: dedupe(input.userIds), groups: dedupe(input.groupIds) };
+    const values = {
+      comment: input.comment ?? null,
+      owners: input.owners ?? principal.accountId,
+      service_export_to: dedupe(input.serviceExportTo),
+      metadata: input.metadata,
+      sync_to_global_registry: input.syncToGlobalRegistry,
+    };
     const row = await repo.insertNamespace(
       this.db,
       {
         name,
-        comment: input.comment ?? null,
-        owners: input.owners ?? principal.accountId,
+        comment: values.comment,
+        owners: values.owners,
         token: newToken(),
-        serviceExportTo: dedupe(input.serviceExportTo),
-        metadata: input.metadata,
-        syncToGlobalRegistry: input.syncToGlobalRegistry,
+        serviceExportTo: values.service_export_to,
+        metadata: values.metadata,
+        syncToGlobalRegistry: values.sync_to_global_registry,
         createdBy: principal.accountId || null,
       },
       grants,
+      historyOf(principal, "CREATED", [
+        ...PLAIN_FIELDS.map((field) => ({ field, after: values[field] })),
+        { field: "user_ids", after: grants.users },
+        { field: "group_ids", after: grants.groups },
+      ]),
     );
     if (!row) throw alreadyExists(`namespace "${name}"`, "NAMESPACE_EXISTS");
     await this.announce(name);
+    await this.pruneNowAndThen(row);
     // Nothing can be registered in a namespace that did not exist a moment ago: counts are 0.
     return {
       ...row,
@@ -171,21 +194,40 @@ export class NamespaceService {
     violations.throwIfAny();
     const name = input.name!;
 
-    await this.db.transaction().execute(async (tx) => {
-      const row = await this.lockIfPermitted(tx, principal, name, "edit", "NAMESPACE_NOT_EDITABLE");
-      if (!row) throw notFound(`namespace "${name}"`, "NAMESPACE_NOT_FOUND");
+    const updated = await this.db.transaction().execute(async (tx) => {
+      const locked = await this.lockIfPermitted(tx, principal, name, "edit", "NAMESPACE_NOT_EDITABLE");
+      if (!locked) throw notFound(`namespace "${name}"`, "NAMESPACE_NOT_FOUND");
+      const { row, grants } = locked;
+      const after = {
+        comment: fields.has("comment") ? (input.comment ?? null) : row.comment,
+        owners: fields.has("owners") ? (input.owners ?? "") : row.owners,
+        service_export_to: fields.has("service_export_to") ? dedupe(input.serviceExportTo) : row.service_export_to,
+        metadata: fields.has("metadata") ? input.metadata : row.metadata,
+        sync_to_global_registry: fields.has("sync_to_global_registry") ? input.syncToGlobalRegistry : row.sync_to_global_registry,
+      };
       await repo.updateNamespace(tx, row.id, {
-        ...(fields.has("comment") ? { comment: input.comment ?? null } : {}),
-        ...(fields.has("owners") ? { owners: input.owners ?? "" } : {}),
-        ...(fields.has("service_export_to") ? { serviceExportTo: dedupe(input.serviceExportTo) } : {}),
-        ...(fields.has("metadata") ? { metadata: input.metadata } : {}),
-        ...(fields.has("sync_to_global_registry") ? { syncToGlobalRegistry: input.syncToGlobalRegistry } : {}),
+        ...(fields.has("comment") ? { comment: after.comment } : {}),
+        ...(fields.has("owners") ? { owners: after.owners } : {}),
+        ...(fields.has("service_export_to") ? { serviceExportTo: after.service_export_to } : {}),
+        ...(fields.has("metadata") ? { metadata: after.metadata } : {}),
+        ...(fields.has("sync_to_global_registry") ? { syncToGlobalRegistry: after.sync_to_global_registry } : {}),
       });
       if (fields.has("user_ids")) await repo.addGrants(tx, row.id, "user", dedupe(input.userIds));
       if (fields.has("group_ids")) await repo.addGrants(tx, row.id, "group", dedupe(input.groupIds));
       if (fields.has("remove_user_ids")) await repo.removeGrants(tx, row.id, "user", dedupe(input.removeUserIds));
       if (fields.has("remove_group_ids")) await repo.removeGrants(tx, row.id, "group", dedupe(input.removeGroupIds));
+      const changes: NamespaceFieldChange[] = PLAIN_FIELDS.filter((f) => !sameValue(row[f], after[f])).map((field) => ({
+        field,
+        before: row[field],
+        after: after[field],
+      }));
+      const users = changedGrants(grants.users, fields, dedupe(input.userIds), dedupe(input.removeUserIds), "user_ids");
+      const groups = changedGrants(grants.groups, fields, dedupe(input.groupIds), dedupe(input.removeGroupIds), "group_ids");
+      changes.push(...[users, groups].filter((c) => c !== undefined));
+      if (changes.length > 0) await repo.recordHistory(tx, row, historyOf(principal, "UPDATED", changes));
+      return row;
     });
+    await this.pruneNowAndThen(updated);
     return this.afterWrite(name);
   }
 
@@ -195,9 +237,11 @@ export class NamespaceService {
     checkName(violations, at, name);
     violations.throwIfAny();
     const deleted = await this.db.transaction().execute(async (tx) => {
-      const row = await this.lockIfPermitted(tx, principal, name, "delete", "NAMESPACE_NOT_DELETEABLE");
+      const row = (await this.lockIfPermitted(tx, principal, name, "delete", "NAMESPACE_NOT_DELETEABLE"))?.row;
       if (!row) return false;
       if (await repo.hasServices(tx, row.id)) throw namespaceHasServices(name);
+      this.sinceLastPrune.delete(row.id);
+      await repo.recordHistory(tx, row, historyOf(principal, "DELETED", []));
       try {
         await repo.deleteNamespace(tx, row.id);
       } catch (error) {
@@ -232,15 +276,49 @@ export class NamespaceService {
     checkName(violations, "name", name);
     violations.throwIfAny();
     const token = newToken();
-    await this.db.transaction().execute(async (tx) => {
-      const row = await this.lockIfPermitted(tx, principal, name, "rotate the token of", "NAMESPACE_NOT_EDITABLE");
+    const rotated = await this.db.transaction().execute(async (tx) => {
+      const row = (await this.lockIfPermitted(tx, principal, name, "rotate the token of", "NAMESPACE_NOT_EDITABLE"))?.row;
       if (!row) throw notFound(`namespace "${name}"`, "NAMESPACE_NOT_FOUND");
       await repo.updateNamespace(tx, row.id, { token });
+      // That the token changed, never its value.
+      await repo.recordHistory(tx, row, historyOf(principal, "TOKEN_ROTATED", [{ field: "token" }]));
+      return row;
     });
     await this.announce(name);
+    await this.pruneNowAndThen(rotated);
     return token;
   }
 
+  /**
+   * A namespace's changes, newest first, for those who may edit it. A deleted namespace's history
+   * (every namespace that had the name and is gone) is read by admins, by its name.
+   */
+  async listHistory(
+    principal: Principal,
+    request: { name: string; pageSize: number; pageToken: string },
+  ): Promise<{ rows: NamespaceHistoryRow[]; nextPageToken: string }> {
+    const violations = new Violations();
+    checkName(violations, "name", request.name);
+    const { limit, after } = keysetPage(violations, request, HISTORY_PAGES, parseHistoryCursor);
+    violations.throwIfAny();
+    const record = await this.cache.get(request.name);
+    let of: repo.HistoryOf;
+    if (record) {
+      if (!this.canEdit(principal, record)) {
+        throw permissionDenied(`you may not read the history of namespace "${request.name}"`, "NAMESPACE_NOT_EDITABLE");
+      }
+      of = { live: record };
+    } else if (isAdmin(principal)) {
+      of = { deletedName: request.name };
+    } else {
+      throw notFound(`namespace "${request.name}"`, "NAMESPACE_NOT_FOUND");
+    }
+    const rows = await repo.listHistory(this.db, of, after, limit + 1);
+    if ("deletedName" in of && rows.length === 0 && after === undefined) {
+      throw notFound(`namespace "${request.name}"`, "NAMESPACE_NOT_FOUND");
+    }
+    return keysetResult(rows, limit, (row) => row.id);
+  }
   /**
    * Locks the namespace for the rest of the transaction and checks, against its current owners and
    * grants, that the caller may `action` it. Undefined when there is no such namespace.
@@ -251,14 +329,25 @@ export class NamespaceService {
     name: string,
     action: string,
     reason: string,
-  ): Promise<NamespaceRow | undefined> {
+  ): Promise<{ row: NamespaceRow; grants: { users: string[]; groups: string[] } } | undefined> {
     const row = await repo.lockNamespace(tx, name);
     if (!row) return undefined;
     const grants = await repo.grantsOf(tx, row.id);
     if (!this.canEdit(principal, { owners: row.owners, granted_users: grants.users, granted_groups: grants.groups })) {
       throw permissionDenied(`you may not ${action} namespace "${name}"`, reason);
     }
-    return row;
+    return { row, grants };
+  }
+
+  /** History is trimmed in steps, so a namespace may briefly hold up to a step more than the limit. */
+  private async pruneNowAndThen(namespace: { id: string; name: string }): Promise<void> {
+    const count = (this.sinceLastPrune.get(namespace.id) ?? 0) + 1;
+    if (count < Math.min(PRUNE_EVERY, this.historyLimit)) {
+      this.sinceLastPrune.set(namespace.id, count);
+      return;
+    }
+    this.sinceLastPrune.delete(namespace.id);
+    await repo.pruneHistory(this.db, namespace, this.historyLimit);
   }
 
   /** After a committed change: this replica drops the entry at once, every other one before we return. */
@@ -288,6 +377,34 @@ function maskFields(violations: Violations, paths: string[]): Set<UpdatableField
 
 function namespaceHasServices(name: string): RpcError {
   return failedPrecondition(`namespace "${name}" still has services; delete them first`, "NAMESPACE_HAS_SERVICES");
+}
+
+function historyOf(principal: Principal, action: HistoryInput["action"], changes: NamespaceFieldChange[]): HistoryInput {
+  return { action, actor: principal.keyId || TOKEN_ACTOR, accountId: principal.accountId, changes };
+}
+
+function sameValue(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/** The grant list before and after an update, when the update changed it. */
+function changedGrants(
+  before: string[],
+  fields: Set<UpdatableField>,
+  added: string[],
+  removed: string[],
+  field: "user_ids" | "group_ids",
+): NamespaceFieldChange | undefined {
+  const after = new Set(before);
+  if (fields.has(field)) added.forEach((id) => after.add(id));
+  if (fields.has(`remove_${field}`)) removed.forEach((id) => after.delete(id));
+  const sortedBefore = [...before].sort();
+  const sortedAfter = [...after].sort();
+  return sameValue(sortedBefore, sortedAfter) ? undefined : { field, before: sortedBefore, after: sortedAfter };
+}
+
+function parseHistoryCursor(value: unknown): number | undefined {
+  return Number.isSafeInteger(value) && (value as number) > 0 ? (value as number) : undefined;
 }
 
 function newToken(): string {

@@ -51,6 +51,28 @@ export interface NamespaceGrantsTable {
   principal_id: string;
 }
 
+export type NamespaceAction = "CREATED" | "UPDATED" | "DELETED" | "TOKEN_ROTATED";
+
+/** One changed field of a namespace; a token is named without values. */
+export interface NamespaceFieldChange {
+  field: string;
+  before?: unknown;
+  after?: unknown;
+}
+
+export interface NamespaceHistoryTable {
+  /** bigserial, read as a number (safe for 2^53 entries). */
+  id: Generated<number>;
+  namespace_id: string;
+  namespace_name: string;
+  action: NamespaceAction;
+  /** The API key's id, or "namespace token". */
+  actor: string;
+  account_id: string;
+  changes: ColumnType<NamespaceFieldChange[], string, string>;
+  created_at: Timestamp;
+}
+
 export interface ServicesTable {
   id: Generated<string>;
   namespace_id: string;
@@ -249,6 +271,7 @@ export interface Database {
   api_keys: ApiKeysTable;
   namespaces: NamespacesTable;
   namespace_grants: NamespaceGrantsTable;
+  namespace_history: NamespaceHistoryTable;
   services: ServicesTable;
   instances: InstancesTable;
   registry_revision: RegistryRevisionTable;
@@ -268,6 +291,7 @@ export type AccountRow = Selectable<AccountsTable>;
 export type ApiKeyRow = Selectable<ApiKeysTable>;
 export type NamespaceRow = Selectable<NamespacesTable>;
 export type NewNamespaceRow = Insertable<NamespacesTable>;
+export type NamespaceHistoryRow = Selectable<NamespaceHistoryTable>;
 export type ServiceRow = Selectable<ServicesTable>;
 export type InstanceRow = Selectable<InstancesTable>;
 export type RegistryChangeRow = Selectable<RegistryChangesTable>;
