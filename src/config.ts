@@ -147,6 +147,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (signingSecret !== undefined && signingSecret.length < 32) problems.push(`BLOB_SIGNING_SECRET: must be at least 32 characters`);
   const s3Endpoint = env.S3_ENDPOINT || undefined;
   if (s3Endpoint !== undefined && !/^https?:\/\//.test(s3Endpoint)) problems.push(`S3_ENDPOINT: must be an http(s) URL`);
+  // Without a bucket the blobs stay on local disk; an S3 setting on its own would be silently ignored.
+  if (!env.S3_BUCKET) {
+    for (const name of ["S3_REGION", "S3_ENDPOINT", "S3_FORCE_PATH_STYLE", "S3_PREFIX"]) {
+      if (env[name]) problems.push(`${name}: has no effect without S3_BUCKET; set S3_BUCKET too, or unset ${name}`);
+    }
+  }
   const s3: S3Config | undefined = env.S3_BUCKET
     ? {
         bucket: env.S3_BUCKET,

@@ -125,6 +125,13 @@ describe("the service process (embedded PostgreSQL)", () => {
     expect(service.stdoutLines).toEqual([]);
   });
 
+  it("exits with code 2 when an S3 setting is given without S3_BUCKET", { timeout: 60_000 }, async () => {
+    const { service } = await start({ S3_REGION: "eu-west-1", S3_PREFIX: "media" });
+    expect((await service.exited).code).toBe(2);
+    expect(service.stderr).toContain("S3_REGION: has no effect without S3_BUCKET");
+    expect(service.stderr).toContain("S3_PREFIX");
+  });
+
   it("exits with code 2 on a bad ADMIN_TOKEN without starting the database", { timeout: 60_000 }, async () => {
     const { service } = await start({ ADMIN_TOKEN: "short" });
     expect((await service.exited).code).toBe(2);
