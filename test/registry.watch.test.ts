@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code } from "../src/client/index.js";
 import { InstanceChangeKind, type WatchInstancesResponse } from "../gen/v1/registry_service.js";
+import { createAccountWithKey } from "./support/accounts.js";
 import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/app.js";
 import { createTestDatabase } from "./support/database.js";
 import { gauge, streamReader } from "./support/streams.js";
@@ -131,6 +132,26 @@ describe("WatchInstances", () => {
     const deleted = await onDoomed.end();
     expect(deleted.code).toBe(Code.NOT_FOUND);
     expect(deleted.reason).toBe("NAMESPACE_NOT_FOUND");
+  });
+
+  it("ends with UNAUTHENTICATED when its API key is revoked on another replica; streams of other keys go on", async () => {
+    await a.admin.namespaces.createNamespace({ namespace: { name: "keywatch" } });
+    const revoked = await createAccountWithKey(a, ["namespaces"]);
+    const kept = await createAccountWithKey(a, ["namespaces"]);
+    const instances = streamReader(b.client(revoked.key).registry.watchInstances({ namespace: "keywatch", service: "api" }));
+    const namespaces = streamReader(b.client(revoked.key).namespaces.watchNamespaces({}));
+    const other = streamReader(b.client(kept.key).registry.watchInstances({ namespace: "keywatch", service: "api" }));
+    for (const watch of [instances, namespaces, other]) expect((await watch.next()).snapshot).toBe(true);
+
+    await a.admin.admin.revokeApiKey({ keyId: revoked.keyId });
+    for (const ended of await Promise.all([instances.end(), namespaces.end()])) {
+      expect(ended.code).toBe(Code.UNAUTHENTICATED);
+      expect(ended.reason).toBe("API_KEY_REVOKED");
+    }
+    await a.admin.registry.registerInstance({ namespace: "keywatch", service: "api", host: "10.0.0.9", port: 80, ttlSeconds: 60 });
+    expect(kindOf(await other.next())).toBe(InstanceChangeKind.INSTANCE_CHANGE_KIND_REGISTERED);
+    other.cancel();
+    await until(async () => (await watchers(b)) === 0, 5_000, "the ended streams to be freed");
   });
 
   it("lets a token watch only what it may list, and ends when the export is withdrawn", async () => {

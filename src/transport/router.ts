@@ -1,6 +1,6 @@
 import type { MethodDefinition } from "@grpc/grpc-js";
 import type { DescMethod } from "@bufbuild/protobuf";
-import { hasScope, type Authenticator, type Principal } from "../platform/auth.js";
+import { hasScope, type Authenticator, type KeyChanges, type Principal } from "../platform/auth.js";
 import { Code, internalError, permissionDenied, RpcError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
 import type { Counter, Histogram, Metrics } from "../platform/metrics.js";
@@ -37,6 +37,7 @@ type AnyHandler = (request: unknown, ctx: CallContext, send?: (response: unknown
 export interface RouterOptions {
   services: ServiceImplementation[];
   authenticate: Authenticator;
+  keyChanges: KeyChanges;
   logger: Logger;
   metrics: Metrics;
 }
@@ -45,20 +46,23 @@ export interface RouterOptions {
  * The interceptor chain every call goes through, the same for gRPC and HTTP: request decoding and
  * checks, request id, deadline, authentication and scope, the handler, error mapping (anything that is not an RpcError becomes an
  * INTERNAL error carrying the request id, logged, never shown), and one log line and metric per call.
- * A server stream goes through the same chain; its log line and metric come when it ends.
+ * A server stream goes through the same chain; its log line and metric come when it ends, and it
+ * ends UNAUTHENTICATED when its API key is revoked.
  */
 export class Router {
   readonly methods = new Map<string, RoutedMethod>();
   private readonly requests: Counter<"method" | "code" | "transport">;
   private readonly durations: Histogram<"method" | "transport">;
   private readonly authenticate: Authenticator;
+  private readonly keyChanges: KeyChanges;
   /** Each method's log line fields that never change, serialised once (pino children) rather than per call. */
   private readonly callLoggers = new Map<string, Record<IncomingCall["transport"], Logger>>();
   /** Also used by the transports for faults outside any call. */
   readonly logger: Logger;
 
-  constructor({ services, authenticate, logger, metrics }: RouterOptions) {
+  constructor({ services, authenticate, keyChanges, logger, metrics }: RouterOptions) {
     this.authenticate = authenticate;
+    this.keyChanges = keyChanges;
     this.logger = logger;
     this.requests = metrics.counter("atrium_rpc_requests_total", "Calls finished, by method, status code and transport.", [
       "method",
@@ -122,8 +126,9 @@ export class Router {
     const started = performance.now();
     const { requestId } = call;
     const headers: Record<string, string> = { "x-request-id": requestId };
-    // The transport's signal is the call's, unless the call has a deadline of its own to pass.
-    const own = call.deadline !== undefined ? new AbortController() : undefined;
+    // The transport's signal is the call's, unless the call can end for reasons of its own: its
+    // deadline passing, or (a stream) its API key being revoked meanwhile.
+    const own = call.deadline !== undefined || method.responseStream ? new AbortController() : undefined;
     const signal = own?.signal ?? call.signal;
     const cleanups: (() => void)[] = [];
     if (own) {
@@ -148,6 +153,7 @@ export class Router {
       } else if (scope !== "authenticated" && !hasScope(principal, scope)) {
         throw permissionDenied(`this API key lacks the "${scope}" scope`, "MISSING_SCOPE");
       }
+      if (own && method.responseStream && principal.keyId !== "") cleanups.push(this.endWhenKeyWithdrawn(principal.keyId, call, own));
       const ctx: CallContext = {
         method: path,
         requestId,
@@ -172,6 +178,21 @@ export class Router {
     } finally {
       for (const cleanup of cleanups) cleanup();
     }
+  }
+
+  /**
+   * A stream outlives the authentication it started with: when its key is revoked or changed on any
+   * replica, the key is checked again, and a refusal (revoked, expired) ends the stream with it.
+   * Returns the function that stops watching.
+   */
+  private endWhenKeyWithdrawn(keyId: string, call: IncomingCall, own: AbortController): () => void {
+    return this.keyChanges((changed) => {
+      if (changed !== undefined && changed !== keyId) return;
+      this.authenticate(call.credential).catch((error: unknown) => {
+        if (error instanceof RpcError) own.abort(error);
+        else this.logger.warn({ event: "stream_key_check_failed", request_id: call.requestId, err: error }, "could not check a stream's API key again");
+      });
+    });
   }
 
   private toRpcError(error: unknown, path: string, requestId: string): RpcError {
