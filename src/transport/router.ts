@@ -129,7 +129,6 @@ export class Router {
     // The transport's signal is the call's, unless the call can end for reasons of its own: its
     // deadline passing, or (a stream) its API key being revoked meanwhile.
     const own = call.deadline !== undefined || method.responseStream ? new AbortController() : undefined;
-    const signal = own?.signal ?? call.signal;
     const cleanups: (() => void)[] = [];
     if (own) {
       const onAbort = () => own.abort(call.signal.reason);
@@ -158,19 +157,22 @@ export class Router {
         method: path,
         requestId,
         principal,
-        signal,
+        // Read only by the handlers that wait (a transport may make its signal on first use).
+        get signal() {
+          return own?.signal ?? call.signal;
+        },
         logger: this.logger,
         setResponseHeader: (name, value) => {
           headers[name.toLowerCase()] = value;
         },
       };
       await body(request, ctx, headers);
-      if (deadlinePassed(signal, call)) throw new RpcError(Code.DEADLINE_EXCEEDED, "deadline exceeded");
+      if (deadlinePassed(own, call)) throw new RpcError(Code.DEADLINE_EXCEEDED, "deadline exceeded");
       this.record(method, call, requestId, principal, Code.OK, started);
       return headers;
     } catch (error) {
       // A stream cut short by its deadline throws whatever its handler makes of the abort.
-      const rpcError = deadlinePassed(signal, call)
+      const rpcError = deadlinePassed(own, call)
         ? new RpcError(Code.DEADLINE_EXCEEDED, "deadline exceeded")
         : this.toRpcError(error, path, requestId);
       this.record(method, call, requestId, principal, rpcError.code, started, rpcError);
@@ -226,6 +228,7 @@ export class Router {
   }
 }
 
-function deadlinePassed(signal: AbortSignal, call: IncomingCall): boolean {
-  return signal.aborted && call.deadline !== undefined && Date.now() >= call.deadline;
+/** `own` is the call's own controller, which exists whenever it has a deadline. */
+function deadlinePassed(own: AbortController | undefined, call: IncomingCall): boolean {
+  return own !== undefined && own.signal.aborted && call.deadline !== undefined && Date.now() >= call.deadline;
 }
