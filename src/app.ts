@@ -61,6 +61,7 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
     const transport = transportModule({
       platform,
       authenticate,
+      keyChanges: auth.service.onKeyChange,
       capabilities: [auth, namespaces, registry, webhooks, faceSwap],
     });
 

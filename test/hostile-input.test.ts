@@ -348,6 +348,8 @@ describe("a gRPC handler's own fault", () => {
     const router = new Router({
       services: [faulty],
       authenticate: async () => ({ accountId: "a", scopes: new Set(), namespace: undefined }) as never,
+      // No key changes while this server runs.
+      keyChanges: () => () => undefined,
       logger,
       metrics: new Metrics(),
     });

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code } from "../src/client/index.js";
 import { InstanceChangeKind, type WatchInstancesResponse } from "../gen/v1/registry_service.js";
+import { createAccountWithKey } from "./support/accounts.js";
 import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/app.js";
 import { createTestDatabase } from "./support/database.js";
 import { gauge, streamReader } from "./support/streams.js";
@@ -131,6 +132,85 @@ describe("WatchInstances", () => {
     const deleted = await onDoomed.end();
     expect(deleted.code).toBe(Code.NOT_FOUND);
     expect(deleted.reason).toBe("NAMESPACE_NOT_FOUND");
+  });
+
+  it("with healthy_only, sends changes of instances in its list, entering it or leaving it, and nothing of the others", async () => {
+    await a.admin.namespaces.createNamespace({ namespace: { name: "healthywatch" } });
+    const at = { namespace: "healthywatch", service: "api" };
+    const steady = await a.admin.registry.registerInstance({ ...at, host: "10.0.1.1", port: 80, ttlSeconds: 600 });
+    const healthy = streamReader(b.admin.registry.watchInstances({ ...at, healthyOnly: true }));
+    const all = streamReader(b.admin.registry.watchInstances(at));
+    expect((await healthy.next()).instances.map((i) => i.id)).toEqual([steady.instance!.id]);
+    expect((await all.next()).snapshot).toBe(true);
+    let lastRevision = 0;
+    const next = async (watch: typeof healthy, kind: InstanceChangeKind) => {
+      const message = await watch.next();
+      expect(kindOf(message)).toBe(kind);
+      lastRevision = message.revision;
+      return message.change!.instance!;
+    };
+    const steadyId = steady.instance!.id;
+
+    // Isolated: it leaves the healthy list; changes to it meanwhile are not the healthy watcher's business.
+    await a.admin.registry.updateInstance({ ...at, instanceId: steadyId, isolate: true, updateMask: ["isolate"] });
+    expect((await next(healthy, InstanceChangeKind.INSTANCE_CHANGE_KIND_ISOLATION_CHANGED)).isolate).toBe(true);
+    await a.admin.registry.updateInstance({ ...at, instanceId: steadyId, weight: 9, updateMask: ["weight"] });
+    await a.admin.registry.updateInstance({ ...at, instanceId: steadyId, isolate: false, updateMask: ["isolate"] });
+    expect(await next(healthy, InstanceChangeKind.INSTANCE_CHANGE_KIND_ISOLATION_CHANGED)).toMatchObject({ id: steadyId, isolate: false, weight: 9 });
+
+    // Expired: it leaves; a weight change while expired is not sent; revived, it comes back.
+    const brief = await a.admin.registry.registerInstance({ ...at, host: "10.0.1.2", port: 80, ttlSeconds: 1 });
+    const briefId = brief.instance!.id;
+    expect((await next(healthy, InstanceChangeKind.INSTANCE_CHANGE_KIND_REGISTERED)).id).toBe(briefId);
+    expect((await next(healthy, InstanceChangeKind.INSTANCE_CHANGE_KIND_EXPIRED)).id).toBe(briefId);
+    await a.admin.registry.updateInstance({ ...at, instanceId: briefId, weight: 3, updateMask: ["weight"] });
+    await a.admin.registry.heartbeat({ ...at, instanceId: briefId });
+    expect(await next(healthy, InstanceChangeKind.INSTANCE_CHANGE_KIND_REVIVED)).toMatchObject({ id: briefId, weight: 3, healthy: true });
+    await a.admin.registry.deregisterInstance({ ...at, instanceId: briefId });
+    expect((await next(healthy, InstanceChangeKind.INSTANCE_CHANGE_KIND_DEREGISTERED)).id).toBe(briefId);
+
+    // The unfiltered watcher saw every one of those changes, the two skipped ones included.
+    const kinds: InstanceChangeKind[] = [];
+    for (let i = 0; i < 8; i++) kinds.push(kindOf(await all.next())!);
+    expect(kinds).toEqual([
+      InstanceChangeKind.INSTANCE_CHANGE_KIND_ISOLATION_CHANGED,
+      InstanceChangeKind.INSTANCE_CHANGE_KIND_UPDATED,
+      InstanceChangeKind.INSTANCE_CHANGE_KIND_ISOLATION_CHANGED,
+      InstanceChangeKind.INSTANCE_CHANGE_KIND_REGISTERED,
+      InstanceChangeKind.INSTANCE_CHANGE_KIND_EXPIRED,
+      InstanceChangeKind.INSTANCE_CHANGE_KIND_UPDATED,
+      InstanceChangeKind.INSTANCE_CHANGE_KIND_REVIVED,
+      InstanceChangeKind.INSTANCE_CHANGE_KIND_DEREGISTERED,
+    ]);
+
+    // Resuming with healthy_only starts from a fresh list of the healthy instances.
+    const resumed = streamReader(b.admin.registry.watchInstances({ ...at, healthyOnly: true, revision: lastRevision }));
+    const fresh = await resumed.next();
+    expect(fresh.snapshot).toBe(true);
+    expect(fresh.instances.map((i) => i.id)).toEqual([steadyId]);
+    resumed.cancel();
+    healthy.cancel();
+    all.cancel();
+  });
+
+  it("ends with UNAUTHENTICATED when its API key is revoked on another replica; streams of other keys go on", async () => {
+    await a.admin.namespaces.createNamespace({ namespace: { name: "keywatch" } });
+    const revoked = await createAccountWithKey(a, ["namespaces"]);
+    const kept = await createAccountWithKey(a, ["namespaces"]);
+    const instances = streamReader(b.client(revoked.key).registry.watchInstances({ namespace: "keywatch", service: "api" }));
+    const namespaces = streamReader(b.client(revoked.key).namespaces.watchNamespaces({}));
+    const other = streamReader(b.client(kept.key).registry.watchInstances({ namespace: "keywatch", service: "api" }));
+    for (const watch of [instances, namespaces, other]) expect((await watch.next()).snapshot).toBe(true);
+
+    await a.admin.admin.revokeApiKey({ keyId: revoked.keyId });
+    for (const ended of await Promise.all([instances.end(), namespaces.end()])) {
+      expect(ended.code).toBe(Code.UNAUTHENTICATED);
+      expect(ended.reason).toBe("API_KEY_REVOKED");
+    }
+    await a.admin.registry.registerInstance({ namespace: "keywatch", service: "api", host: "10.0.0.9", port: 80, ttlSeconds: 60 });
+    expect(kindOf(await other.next())).toBe(InstanceChangeKind.INSTANCE_CHANGE_KIND_REGISTERED);
+    other.cancel();
+    await until(async () => (await watchers(b)) === 0, 5_000, "the ended streams to be freed");
   });
 
   it("lets a token watch only what it may list, and ends when the export is withdrawn", async () => {

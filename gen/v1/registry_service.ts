@@ -261,7 +261,12 @@ export interface DeleteServiceResponse {
 export interface WatchInstancesRequest {
   namespace: string;
   service: string;
-  /** Only healthy, non-isolated instances in the list; changes are sent for every instance. */
+  /**
+   * Only healthy, non-isolated instances: in the list, and in the changes, which then name only
+   * instances in the list or entering it (REGISTERED, REVIVED, ISOLATION_CHANGED with isolate
+   * cleared) or leaving it (DEREGISTERED, EXPIRED, ISOLATION_CHANGED with isolate set). A resume
+   * with healthy_only starts with a fresh list.
+   */
   healthyOnly: boolean;
   /** The last revision the caller saw, to resume after; 0 starts with the whole list. */
   revision: number;

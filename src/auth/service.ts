@@ -1,7 +1,7 @@
 import { sql } from "kysely";
 import { isPlan, PLANS } from "../billing/plans.js";
 import * as billing from "../billing/repository.js";
-import { isScope, type Authenticator, type Principal, type Scope } from "../platform/auth.js";
+import { isScope, type Authenticator, type KeyChanges, type Principal, type Scope } from "../platform/auth.js";
 import { API_KEYS_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
@@ -35,14 +35,30 @@ interface CachedKey {
  */
 export class AuthService {
   private readonly cache = new Map<string, CachedKey>();
+  private readonly keyListeners = new Set<(keyId: string | undefined) => void>();
 
   constructor(
     private readonly db: Db,
     private readonly notifications: Notifications,
     private readonly logger: Logger,
   ) {
-    notifications.on(API_KEYS_CHANNEL, (keyHash) => this.cache.delete(keyHash));
-    notifications.onReconnect(() => this.cache.clear());
+    notifications.on(API_KEYS_CHANNEL, (keyHash) => this.forget(keyHash));
+    notifications.onReconnect(() => {
+      this.cache.clear();
+      for (const listener of this.keyListeners) listener(undefined);
+    });
+  }
+
+  /** Streams authenticated by a key are told when it changes (see KeyChanges). */
+  readonly onKeyChange: KeyChanges = (listener) => {
+    this.keyListeners.add(listener);
+    return () => this.keyListeners.delete(listener);
+  };
+
+  /** Drops a changed key from the cache; whoever holds a call made with it (this replica cached it then) hears of it. */
+  private forget(keyHash: string, keyId = this.cache.get(keyHash)?.principal.keyId): void {
+    this.cache.delete(keyHash);
+    if (keyId !== undefined) for (const listener of this.keyListeners) listener(keyId);
   }
 
   readonly authenticate: Authenticator = async (credential) => {
@@ -197,7 +213,7 @@ export class AuthService {
     if (!isUuid(keyId)) throw notFound(`API key ${keyId}`, "API_KEY_NOT_FOUND");
     const row = await repo.revokeApiKey(this.db, keyId);
     if (!row) throw notFound(`API key ${keyId}`, "API_KEY_NOT_FOUND");
-    this.cache.delete(row.key_hash);
+    this.forget(row.key_hash, row.id);
     await this.notifications.publish(API_KEYS_CHANNEL, row.key_hash);
     return row;
   }

@@ -1,10 +1,15 @@
 import type { Namespace } from "../../gen/v1/namespace.js";
-import { NamespaceChangeKind, NamespaceServiceService, type NamespaceHistoryEntry } from "../../gen/v1/namespace_service.js";
+import {
+  NamespaceChangeKind,
+  NamespaceServiceService,
+  type GetNamespaceResponse,
+  type NamespaceHistoryEntry,
+} from "../../gen/v1/namespace_service.js";
 import type { NamespaceHistoryRow } from "../platform/db/schema.js";
 import type { Principal } from "../platform/auth.js";
 import { rfc3339 } from "../platform/ids.js";
 import { ITEM_OK, itemStatus } from "../platform/batch.js";
-import { defineService } from "../transport/call.js";
+import { defineService, reusedResponse } from "../transport/call.js";
 import type { NamespaceChange } from "./namespace-watch.js";
 import type { NamespaceView } from "./repository.js";
 import type { NamespaceService } from "./service.js";
@@ -12,6 +17,8 @@ import type { NamespaceService } from "./service.js";
 export function namespaceService(namespaces: NamespaceService) {
   const view = (row: NamespaceView, principal: Principal, withToken = false) =>
     toNamespace(row, namespaces.canEdit(principal, row), withToken);
+  /** GetNamespace answers by cached row, editable or not (the only part that depends on the caller). */
+  const gets = new WeakMap<NamespaceView, Map<boolean, GetNamespaceResponse>>();
 
   return defineService(NamespaceServiceService, "namespaces", {
     createNamespace: async (request, ctx) => ({
@@ -26,9 +33,16 @@ export function namespaceService(namespaces: NamespaceService) {
       ),
     }),
 
-    getNamespace: async (request, ctx) => ({
-      namespace: view(await namespaces.get(request.name), ctx.principal),
-    }),
+    getNamespace: async (request, ctx) => {
+      const row = await namespaces.get(request.name);
+      const editable = namespaces.canEdit(ctx.principal, row);
+      // The row comes from the namespace cache, which replaces rather than changes it: so does its answer.
+      let answers = gets.get(row);
+      if (!answers) gets.set(row, (answers = new Map()));
+      let response = answers.get(editable);
+      if (!response) answers.set(editable, (response = reusedResponse({ namespace: toNamespace(row, editable, false) })));
+      return response;
+    },
 
     listNamespaces: async (request, ctx) => {
       const { amount, rows } = await namespaces.list({ names: request.name, owners: request.owner, offset: request.offset, limit: request.limit });

@@ -37,6 +37,12 @@ export interface Credential {
 /** Resolves a credential to its principal, or throws UNAUTHENTICATED. */
 export type Authenticator = (credential: Credential | undefined) => Promise<Principal>;
 
+/**
+ * Subscribes to API keys withdrawn or changed on any replica: `listener` gets the key's id, or
+ * undefined when any key may have changed (notices were lost). Returns the function that unsubscribes.
+ */
+export type KeyChanges = (listener: (keyId: string | undefined) => void) => () => void;
+
 /** `Bearer <token>` (case-insensitive scheme) to the token. */
 export function parseBearer(header: string | undefined): string | undefined {
   const match = /^\s*bearer\s+(\S+)\s*$/i.exec(header ?? "");

@@ -1,7 +1,13 @@
-import { InstanceChangeKind, RegistryServiceService, type Instance, type WatchInstancesResponse } from "../../gen/v1/registry_service.js";
+import {
+  InstanceChangeKind,
+  RegistryServiceService,
+  type Instance,
+  type ListInstancesResponse,
+  type WatchInstancesResponse,
+} from "../../gen/v1/registry_service.js";
 import { ITEM_OK, itemStatus } from "../platform/batch.js";
 import type { InstanceChangeKind as ChangeKind } from "../platform/db/schema.js";
-import { defineService } from "../transport/call.js";
+import { defineService, reusedResponse } from "../transport/call.js";
 import type { WatchEvent } from "./instance-watch.js";
 import type { InstanceView } from "./repository.js";
 import type { RegistryService } from "./service.js";
@@ -10,6 +16,7 @@ import type { RegistryService } from "./service.js";
 const INDEX_HEADER = "x-atrium-index";
 
 export function registryService(registry: RegistryService) {
+  const listings = new WeakMap<readonly InstanceView[], ListInstancesResponse>();
   return defineService(
     RegistryServiceService,
     "namespaces",
@@ -55,7 +62,10 @@ export function registryService(registry: RegistryService) {
       listInstances: async (request, ctx) => {
         const { rows, index } = await registry.listInstances(ctx.principal, request, ctx.signal);
         ctx.setResponseHeader(INDEX_HEADER, String(index));
-        return { instances: rows.map((i) => toInstance(request.namespace, i)) };
+        // The rows come from the instance cache, unchanged until it drops them: so does their response.
+        let response = listings.get(rows);
+        if (!response) listings.set(rows, (response = reusedResponse({ instances: rows.map((i) => toInstance(request.namespace, i)) })));
+        return response;
       },
 
       deleteService: async (request, ctx) => {

@@ -6,10 +6,14 @@ import { Periodic } from "../platform/periodic.js";
 import type { ChangeFeed } from "./change-feed.js";
 import { loadRegistry, type InstanceView, type ServiceView } from "./repository.js";
 
-/** One service as held in memory: its listing with counts, and its instances by host and port. */
+/**
+ * One service as held in memory: its listing with counts, and its instances by host and port, all
+ * and healthy only. The arrays are replaced, never changed, so a list built from one can be kept with it.
+ */
 export interface CachedService {
   view: ServiceView;
-  instances: InstanceView[];
+  instances: readonly InstanceView[];
+  healthy: readonly InstanceView[];
 }
 
 /** A namespace's services by name, in name order, and when they were read. */
@@ -77,14 +81,16 @@ export class InstanceCache {
     const entry: Entry = { services: new Map(), loadedAt: performance.now() };
     for (const service of services) {
       const own = byService.get(service.name) ?? [];
+      const healthy = own.filter(isHealthy);
       entry.services.set(service.name, {
         view: {
           name: service.name,
           created_at: service.created_at,
           instance_count: own.length,
-          healthy_instance_count: own.filter(isHealthy).length,
+          healthy_instance_count: healthy.length,
         },
         instances: own,
+        healthy,
       });
     }
     if ((this.epochs.get(name) ?? 0) === epoch) this.entries.set(name, entry);

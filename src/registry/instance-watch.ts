@@ -2,6 +2,7 @@ import type { WatchInstancesRequest } from "../../gen/v1/registry_service.js";
 import type { Db } from "../platform/db/database.js";
 import { cancellation, Code, RpcError } from "../platform/errors.js";
 import type { ChangeFeed } from "./change-feed.js";
+import { isHealthy } from "./instance-cache.js";
 import { changesSince, listInstances, revisionState, type ChangeView, type InstanceView } from "./repository.js";
 
 /** Changes a watcher may fall behind by before its stream ends (it resumes from its last revision). */
@@ -28,7 +29,8 @@ export interface InstanceWatchOptions {
 /**
  * One WatchInstances stream. It subscribes to the feed before reading where it starts (a snapshot,
  * or the changes since the caller's revision), so nothing committed in between is lost; changes
- * the start already covers are skipped by revision.
+ * the start already covers are skipped by revision. With healthy_only, the list and the changes
+ * both show only healthy, non-isolated instances.
  */
 export class InstanceWatch {
   private readonly queue: ChangeView[] = [];
@@ -36,6 +38,8 @@ export class InstanceWatch {
   private failure: unknown;
   private wake: (() => void) | undefined;
   private checks: Promise<void> = Promise.resolve();
+  /** With healthy_only: the instances in the watcher's list as it was last told. */
+  private readonly visible = new Set<string>();
 
   constructor(private readonly options: InstanceWatchOptions) {}
 
@@ -68,12 +72,27 @@ export class InstanceWatch {
         }
         if (change.revision <= last) continue;
         last = change.revision;
-        await send({ revision: change.revision, change });
+        if (this.seen(change)) await send({ revision: change.revision, change });
       }
     } finally {
       unsubscribe();
       signal.removeEventListener("abort", onAbort);
     }
+  }
+
+  /**
+   * Whether the watcher is told of a change: always, unless it watches healthy instances only; then
+   * only of instances in its list or entering it (registered, revived, released from isolation) or
+   * leaving it (deregistered, expired, isolated). Heartbeats and weights of the others are not its business.
+   */
+  private seen(change: ChangeView): boolean {
+    if (!this.options.request.healthyOnly) return true;
+    const { id } = change.instance;
+    const was = this.visible.has(id);
+    const now = change.kind !== "deregistered" && isHealthy(change.instance);
+    if (now) this.visible.add(id);
+    else this.visible.delete(id);
+    return was || now;
   }
 
   /** Sends where the watcher starts; returns the revision it covers. */
@@ -85,7 +104,9 @@ export class InstanceWatch {
       .execute(async (tx) => {
         const state = await revisionState(tx);
         const after = request.revision;
-        if (after > 0 && after >= state.pruned_through && after <= state.revision) {
+        // A healthy-only watcher resumes from a fresh list: which instances it held at its revision
+        // is not kept, and without it the changes since cannot be told apart as entering or leaving.
+        if (after > 0 && !request.healthyOnly && after >= state.pruned_through && after <= state.revision) {
           const of = { namespace: request.namespace, service: request.service };
           return { revision: state.revision, changes: await changesSince(tx, after, state.revision - after, of) };
         }
@@ -93,7 +114,10 @@ export class InstanceWatch {
         const instances = namespace ? await listInstances(tx, namespace.id, request.service, request.healthyOnly) : [];
         return { revision: state.revision, snapshot: instances };
       });
-    if (start.snapshot) await send({ revision: start.revision, snapshot: start.snapshot });
+    if (start.snapshot) {
+      for (const instance of start.snapshot) this.visible.add(instance.id);
+      await send({ revision: start.revision, snapshot: start.snapshot });
+    }
     for (const change of start.changes ?? []) await send({ revision: change.revision, change });
     return start.revision;
   }

@@ -21,7 +21,7 @@ import type { NamespaceCache } from "../namespaces/cache.js";
 import { checkMetadata, checkName } from "../namespaces/rules.js";
 import type { ChangeFeed } from "./change-feed.js";
 import type { HeartbeatBatcher } from "./heartbeats.js";
-import { isHealthy, type InstanceCache } from "./instance-cache.js";
+import type { InstanceCache } from "./instance-cache.js";
 import { InstanceWatch, type WatchEvent } from "./instance-watch.js";
 import * as repo from "./repository.js";
 import type { InstanceChange, InstanceView, ServiceView } from "./repository.js";
@@ -174,7 +174,11 @@ export class RegistryService {
   }
 
   /** A blocking query (index and wait) answers once the service's index passes the caller's. */
-  async listInstances(principal: Principal, request: ListInstancesRequest, signal: AbortSignal): Promise<{ rows: InstanceView[]; index: number }> {
+  async listInstances(
+    principal: Principal,
+    request: ListInstancesRequest,
+    signal: AbortSignal,
+  ): Promise<{ rows: readonly InstanceView[]; index: number }> {
     const violations = new Violations();
     checkName(violations, "namespace", request.namespace);
     checkServiceName(violations, request.service);
@@ -185,7 +189,7 @@ export class RegistryService {
     const index = this.feed.revisionOf(request.namespace, request.service);
     const service = (await this.instances.services(request.namespace, namespaceId)).get(request.service);
     if (!service) throw serviceNotFound(request.namespace, request.service);
-    return { rows: request.healthyOnly ? service.instances.filter(isHealthy) : service.instances, index };
+    return { rows: request.healthyOnly ? service.healthy : service.instances, index };
   }
 
   async deleteService(principal: Principal, request: DeleteServiceRequest): Promise<void> {

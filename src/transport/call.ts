@@ -84,6 +84,21 @@ export function requestIdOf(incoming: unknown): string {
   return typeof incoming === "string" && REQUEST_ID.test(incoming) ? incoming : randomUUID();
 }
 
+const reused = new WeakSet<object>();
+
+/**
+ * Marks a response that a handler hands out, unchanged, to many calls (it comes from a cache): the
+ * Router encodes it once for all of them. Nothing may change it afterwards.
+ */
+export function reusedResponse<T extends object>(response: T): T {
+  reused.add(response);
+  return response;
+}
+
+export function isReusedResponse(response: unknown): response is object {
+  return typeof response === "object" && response !== null && reused.has(response);
+}
+
 export interface CallResult<Res> {
   response: Res;
   headers: Record<string, string>;

@@ -1,4 +1,4 @@
-import type { Authenticator } from "../platform/auth.js";
+import type { Authenticator, KeyChanges } from "../platform/auth.js";
 import type { Part } from "../platform/lifecycle.js";
 import type { Platform } from "../platform/module.js";
 import type { ServiceImplementation } from "./call.js";
@@ -25,6 +25,8 @@ export interface Transport extends Part {
 export interface TransportOptions {
   platform: Platform;
   authenticate: Authenticator;
+  /** API keys revoked or changed, for the streams they opened. */
+  keyChanges: KeyChanges;
   /** In the order their services and routes are tried. */
   capabilities: Capability[];
 }
@@ -33,9 +35,9 @@ export interface TransportOptions {
  * One Router over every capability's services, served by the gRPC and the HTTP server. stop() is
  * the first step of a shutdown: health turns NOT_SERVING, then both servers drain.
  */
-export function transportModule({ platform, authenticate, capabilities }: TransportOptions): Transport {
+export function transportModule({ platform, authenticate, keyChanges, capabilities }: TransportOptions): Transport {
   const { config, logger, metrics } = platform;
-  const router = new Router({ services: capabilities.flatMap((c) => c.services), authenticate, logger, metrics });
+  const router = new Router({ services: capabilities.flatMap((c) => c.services), authenticate, keyChanges, logger, metrics });
   const transcoder = new Transcoder(router);
   const routes = [metricsRoute(metrics, authenticate, config.metricsPublic), ...capabilities.flatMap((c) => c.routes ?? [])];
   let servers: { grpc: GrpcServer; http: HttpServer } | undefined;

@@ -1,10 +1,10 @@
 import type { MethodDefinition } from "@grpc/grpc-js";
 import type { DescMethod } from "@bufbuild/protobuf";
-import { hasScope, type Authenticator, type Principal } from "../platform/auth.js";
+import { hasScope, type Authenticator, type KeyChanges, type Principal } from "../platform/auth.js";
 import { Code, internalError, permissionDenied, RpcError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
 import type { Counter, Histogram, Metrics } from "../platform/metrics.js";
-import type { CallContext, CallResult, IncomingCall, RequiredScope, ServiceImplementation } from "./call.js";
+import { isReusedResponse, type CallContext, type CallResult, type IncomingCall, type RequiredScope, type ServiceImplementation } from "./call.js";
 import { registry } from "./descriptors.js";
 import { decodeRequest } from "./request-decoder.js";
 
@@ -20,11 +20,16 @@ export interface RoutedMethod {
   service: ServiceImplementation;
   /** Whether the method streams responses; then `stream` serves it, else `invoke`. */
   responseStream: boolean;
+  /** The response's protobuf bytes (encoded once for a reused response, see reusedResponse). */
+  serialize(response: unknown): Buffer;
   /** Decodes and checks the request's protobuf bytes (see decodeRequest), then calls the handler. */
   invoke(request: Uint8Array, call: IncomingCall): Promise<CallResult<unknown>>;
   /** As invoke, for a server-streaming method: `send` gets each response with the response headers. */
   stream(request: Uint8Array, call: IncomingCall, send: (response: unknown, headers: Record<string, string>) => Promise<void>): Promise<void>;
 }
+
+/** Encoded reused responses; an entry goes when its response is no longer held by any cache. */
+const encodings = new WeakMap<object, Buffer>();
 
 /** A unary or server-streaming handler, as the Router calls it (`send` only for streams). */
 type AnyHandler = (request: unknown, ctx: CallContext, send?: (response: unknown) => Promise<void>) => Promise<unknown>;
@@ -32,6 +37,7 @@ type AnyHandler = (request: unknown, ctx: CallContext, send?: (response: unknown
 export interface RouterOptions {
   services: ServiceImplementation[];
   authenticate: Authenticator;
+  keyChanges: KeyChanges;
   logger: Logger;
   metrics: Metrics;
 }
@@ -40,18 +46,23 @@ export interface RouterOptions {
  * The interceptor chain every call goes through, the same for gRPC and HTTP: request decoding and
  * checks, request id, deadline, authentication and scope, the handler, error mapping (anything that is not an RpcError becomes an
  * INTERNAL error carrying the request id, logged, never shown), and one log line and metric per call.
- * A server stream goes through the same chain; its log line and metric come when it ends.
+ * A server stream goes through the same chain; its log line and metric come when it ends, and it
+ * ends UNAUTHENTICATED when its API key is revoked.
  */
 export class Router {
   readonly methods = new Map<string, RoutedMethod>();
   private readonly requests: Counter<"method" | "code" | "transport">;
   private readonly durations: Histogram<"method" | "transport">;
   private readonly authenticate: Authenticator;
+  private readonly keyChanges: KeyChanges;
+  /** Each method's log line fields that never change, serialised once (pino children) rather than per call. */
+  private readonly callLoggers = new Map<string, Record<IncomingCall["transport"], Logger>>();
   /** Also used by the transports for faults outside any call. */
   readonly logger: Logger;
 
-  constructor({ services, authenticate, logger, metrics }: RouterOptions) {
+  constructor({ services, authenticate, keyChanges, logger, metrics }: RouterOptions) {
     this.authenticate = authenticate;
+    this.keyChanges = keyChanges;
     this.logger = logger;
     this.requests = metrics.counter("atrium_rpc_requests_total", "Calls finished, by method, status code and transport.", [
       "method",
@@ -77,6 +88,12 @@ export class Router {
           descriptor,
           service,
           responseStream: definition.responseStream,
+          serialize: (response) => {
+            if (!isReusedResponse(response)) return definition.responseSerialize(response);
+            let bytes = encodings.get(response);
+            if (!bytes) encodings.set(response, (bytes = definition.responseSerialize(response)));
+            return bytes;
+          },
           invoke: async (request, call) => {
             let response: unknown;
             const headers = await this.run(method, scope, request, call, async (decoded, ctx) => {
@@ -91,6 +108,8 @@ export class Router {
           },
         };
         this.methods.set(definition.path, method);
+        const callLogger = (transport: IncomingCall["transport"]) => logger.child({ event: "rpc", transport, method: definition.path });
+        this.callLoggers.set(definition.path, { grpc: callLogger("grpc"), http: callLogger("http") });
       }
     }
   }
@@ -107,17 +126,23 @@ export class Router {
     const started = performance.now();
     const { requestId } = call;
     const headers: Record<string, string> = { "x-request-id": requestId };
-    const controller = new AbortController();
-    const onAbort = () => controller.abort(call.signal.reason);
-    call.signal.addEventListener("abort", onAbort, { once: true });
-    let deadlineTimer: NodeJS.Timeout | undefined;
+    // The transport's signal is the call's, unless the call can end for reasons of its own: its
+    // deadline passing, or (a stream) its API key being revoked meanwhile.
+    const own = call.deadline !== undefined || method.responseStream ? new AbortController() : undefined;
+    const cleanups: (() => void)[] = [];
+    if (own) {
+      const onAbort = () => own.abort(call.signal.reason);
+      call.signal.addEventListener("abort", onAbort, { once: true });
+      cleanups.push(() => call.signal.removeEventListener("abort", onAbort));
+    }
     let principal: Principal | undefined;
     try {
       const request = decodeRequest(method.descriptor.input, bytes, method.definition.requestDeserialize);
-      if (call.deadline !== undefined) {
+      if (own && call.deadline !== undefined) {
         const remaining = call.deadline - Date.now();
         if (remaining <= 0) throw new RpcError(Code.DEADLINE_EXCEEDED, "deadline exceeded before the call started");
-        deadlineTimer = setTimeout(() => controller.abort(new Error("deadline exceeded")), remaining);
+        const timer = setTimeout(() => own.abort(new Error("deadline exceeded")), remaining);
+        cleanups.push(() => clearTimeout(timer));
       }
       principal = await this.authenticate(call.credential);
       if (principal.namespace !== undefined) {
@@ -127,31 +152,49 @@ export class Router {
       } else if (scope !== "authenticated" && !hasScope(principal, scope)) {
         throw permissionDenied(`this API key lacks the "${scope}" scope`, "MISSING_SCOPE");
       }
+      if (own && method.responseStream && principal.keyId !== "") cleanups.push(this.endWhenKeyWithdrawn(principal.keyId, call, own));
       const ctx: CallContext = {
         method: path,
         requestId,
         principal,
-        signal: controller.signal,
+        // Read only by the handlers that wait (a transport may make its signal on first use).
+        get signal() {
+          return own?.signal ?? call.signal;
+        },
         logger: this.logger,
         setResponseHeader: (name, value) => {
           headers[name.toLowerCase()] = value;
         },
       };
       await body(request, ctx, headers);
-      if (deadlinePassed(controller.signal, call)) throw new RpcError(Code.DEADLINE_EXCEEDED, "deadline exceeded");
-      this.record(call, path, requestId, principal, Code.OK, started);
+      if (deadlinePassed(own, call)) throw new RpcError(Code.DEADLINE_EXCEEDED, "deadline exceeded");
+      this.record(method, call, requestId, principal, Code.OK, started);
       return headers;
     } catch (error) {
       // A stream cut short by its deadline throws whatever its handler makes of the abort.
-      const rpcError = deadlinePassed(controller.signal, call)
+      const rpcError = deadlinePassed(own, call)
         ? new RpcError(Code.DEADLINE_EXCEEDED, "deadline exceeded")
         : this.toRpcError(error, path, requestId);
-      this.record(call, path, requestId, principal, rpcError.code, started, rpcError);
+      this.record(method, call, requestId, principal, rpcError.code, started, rpcError);
       throw rpcError;
     } finally {
-      clearTimeout(deadlineTimer);
-      call.signal.removeEventListener("abort", onAbort);
+      for (const cleanup of cleanups) cleanup();
     }
+  }
+
+  /**
+   * A stream outlives the authentication it started with: when its key is revoked or changed on any
+   * replica, the key is checked again, and a refusal (revoked, expired) ends the stream with it.
+   * Returns the function that stops watching.
+   */
+  private endWhenKeyWithdrawn(keyId: string, call: IncomingCall, own: AbortController): () => void {
+    return this.keyChanges((changed) => {
+      if (changed !== undefined && changed !== keyId) return;
+      this.authenticate(call.credential).catch((error: unknown) => {
+        if (error instanceof RpcError) own.abort(error);
+        else this.logger.warn({ event: "stream_key_check_failed", request_id: call.requestId, err: error }, "could not check a stream's API key again");
+      });
+    });
   }
 
   private toRpcError(error: unknown, path: string, requestId: string): RpcError {
@@ -161,8 +204,8 @@ export class Router {
   }
 
   private record(
+    method: RoutedMethod,
     call: IncomingCall,
-    method: string,
     requestId: string,
     principal: Principal | undefined,
     code: Code,
@@ -170,25 +213,22 @@ export class Router {
     error?: RpcError,
   ): void {
     const ms = performance.now() - started;
+    const { transport } = call;
     // Only routed paths get here, so the method label takes a bounded set of values.
-    this.requests.inc({ method, code: Code[code], transport: call.transport });
-    this.durations.observe({ method, transport: call.transport }, ms / 1000);
-    this.logger.info(
-      {
-        event: "rpc",
-        transport: call.transport,
-        method,
-        code: Code[code],
-        duration_ms: Math.round(ms * 1000) / 1000,
-        request_id: requestId,
-        account_id: principal?.accountId,
-        ...(error ? { reason: error.reason, message: error.message } : {}),
-      },
-      "rpc",
-    );
+    this.requests.inc({ method: method.path, code: Code[code], transport });
+    this.durations.observe({ method: method.path, transport }, ms / 1000);
+    const fields = {
+      code: Code[code],
+      duration_ms: Math.round(ms * 1000) / 1000,
+      request_id: requestId,
+      account_id: principal?.accountId,
+      ...(error ? { reason: error.reason, message: error.message } : {}),
+    };
+    this.callLoggers.get(method.path)![transport].info(fields, "rpc");
   }
 }
 
-function deadlinePassed(signal: AbortSignal, call: IncomingCall): boolean {
-  return signal.aborted && call.deadline !== undefined && Date.now() >= call.deadline;
+/** `own` is the call's own controller, which exists whenever it has a deadline. */
+function deadlinePassed(own: AbortController | undefined, call: IncomingCall): boolean {
+  return own !== undefined && own.signal.aborted && call.deadline !== undefined && Date.now() >= call.deadline;
 }

@@ -37,7 +37,10 @@ export async function benchRegistry(server: ServerProcess, adminToken: string): 
                 service: `svc-${s}`,
                 host: `10.${n}.${s}.${i}`,
                 port: 8080,
-                ttlSeconds: 60,
+                // Longer than registering 10,000 takes on a loaded machine plus the scenarios after
+                // the heartbeats: with 60 s, early instances expired before the heartbeat scenario
+                // (which then measured revivals) and during the list scenarios (cache reloads).
+                ttlSeconds: 600,
               })
               .then(({ instance }) => {
                 const message = { namespace: instance!.namespace, service: instance!.service, instanceId: instance!.id };

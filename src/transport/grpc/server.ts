@@ -48,40 +48,40 @@ export async function startGrpcServer(router: Router, host: string, port: number
     if (!impl) byService.set(method.service.definition, (impl = {}));
     impl[method.key] = method.responseStream
       ? (call: grpc.ServerWritableStream<unknown, unknown>) => {
-          let requestId: string | undefined;
+          const { incoming, answered } = incomingCall(call, closing.signal);
+          const requestId = incoming.requestId;
           let headersSent = false;
           void (async () => {
-            const incoming = incomingCall(call, closing.signal);
-            requestId = incoming.requestId;
             await method.stream(call.request as Buffer, incoming, async (response, headers) => {
               if (!headersSent) call.sendMetadata(toMetadata(headers));
               headersSent = true;
               if (!call.write(response)) await drainOrCancel(call, incoming.signal);
             });
             call.end();
-          })().catch((error: unknown) => call.emit("error", failure(method, error, requestId)));
+          })()
+            .catch((error: unknown) => call.emit("error", failure(method, error, requestId)))
+            .finally(answered);
         }
       : (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+          const { incoming, answered } = incomingCall(call);
           inFlight++;
           void (async () => {
-            let requestId: string | undefined;
             try {
-              const incoming = incomingCall(call);
-              requestId = incoming.requestId;
               const { response, headers } = await method.invoke(call.request as Buffer, incoming);
               call.sendMetadata(toMetadata(headers));
               callback(null, response);
             } catch (error) {
-              callback(failure(method, error, requestId));
+              callback(failure(method, error, incoming.requestId));
             } finally {
+              answered();
               if (--inFlight === 0) drained?.();
             }
           })();
         };
   }
   // grpc-js answers INTERNAL when its deserializer throws; the Router decodes instead, so that a
-  // malformed request is the caller's INVALID_ARGUMENT naming what is wrong.
-  for (const [definition, impl] of byService) server.addService(withRawRequests(definition), impl);
+  // malformed request is the caller's INVALID_ARGUMENT naming what is wrong. It encodes too, reused responses once.
+  for (const [definition, impl] of byService) server.addService(routedCodecs(definition, router), impl);
 
   const health = new HealthImplementation({ "": "SERVING" });
   for (const definition of byService.keys()) {
@@ -127,9 +127,13 @@ export async function startGrpcServer(router: Router, host: string, port: number
   };
 }
 
-function withRawRequests(definition: grpc.ServiceDefinition): grpc.ServiceDefinition {
+/** Requests reach the Router as bytes; responses are encoded by the Router's methods. */
+function routedCodecs(definition: grpc.ServiceDefinition, router: Router): grpc.ServiceDefinition {
   return Object.fromEntries(
-    Object.entries(definition).map(([key, method]) => [key, { ...method, requestDeserialize: (bytes: Buffer) => bytes }]),
+    Object.entries(definition).map(([key, method]) => {
+      const routed = router.methods.get(method.path)!;
+      return [key, { ...method, requestDeserialize: (bytes: Buffer) => bytes, responseSerialize: (response: unknown) => routed.serialize(response) }];
+    }),
   );
 }
 
@@ -137,20 +141,42 @@ function serviceName(methodPath: string): string {
   return methodPath.split("/")[1] ?? "";
 }
 
-/** `closing` (for streams) aborts the call when a shutdown begins. */
-function incomingCall(call: grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerWritableStream<unknown, unknown>, closing?: AbortSignal): IncomingCall {
-  const controller = new AbortController();
-  call.on("cancelled", () => controller.abort(new Error("cancelled by the client")));
+/**
+ * The call as the Router sees it; `closing` (for streams) aborts it when a shutdown begins. Its
+ * signal is made on first use: most calls never wait, and an AbortController per call showed in
+ * the profile. Call `answered` once the answer is sent: grpc-js reports every finished call as
+ * cancelled when its stream closes.
+ */
+function incomingCall(
+  call: grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerWritableStream<unknown, unknown>,
+  closing?: AbortSignal,
+): { incoming: IncomingCall; answered: () => void } {
+  let controller: AbortController | undefined;
+  let signal: AbortSignal | undefined;
+  let cancelled = false;
+  const onCancelled = () => {
+    cancelled = true;
+    controller?.abort(new Error("cancelled by the client"));
+  };
+  call.once("cancelled", onCancelled);
   const token = parseBearer(String(call.metadata.get("authorization")[0] ?? ""));
   const deadline = call.getDeadline();
   const deadlineMs = deadline instanceof Date ? deadline.getTime() : deadline;
-  return {
+  const incoming: IncomingCall = {
     transport: "grpc",
     credential: token ? { token, source: "bearer" } : undefined,
-    signal: closing ? AbortSignal.any([controller.signal, closing]) : controller.signal,
+    get signal() {
+      if (!signal) {
+        controller = new AbortController();
+        if (cancelled) controller.abort(new Error("cancelled by the client"));
+        signal = closing ? AbortSignal.any([controller.signal, closing]) : controller.signal;
+      }
+      return signal;
+    },
     deadline: Number.isFinite(deadlineMs) ? deadlineMs : undefined,
     requestId: requestIdOf(call.metadata.get("x-request-id")[0]),
   };
+  return { incoming, answered: () => call.off("cancelled", onCancelled) };
 }
 
 /** Waits until the stream takes more, or the call is over (a cancelled call never drains). */

@@ -101,7 +101,7 @@ function jsonDepth(json: JsonValue): number {
 }
 
 function encodeResponse(route: Route, response: unknown): JsonValue {
-  const bytes = route.method.definition.responseSerialize(response);
+  const bytes = route.method.serialize(response);
   const message = fromBinary(route.output, bytes) as unknown as Record<string, unknown>;
   const options = { useProtoFieldName: true, alwaysEmitImplicit: true, registry };
   const field = route.responseField;
