@@ -24,6 +24,8 @@ const IDLE_POLL_MS = 1_000;
 const CLAIM_BATCH_DIVISOR = 4;
 /** Prune a webhook's history once per this many of its attempts. */
 const PRUNE_EVERY = 100;
+/** A publish claims at most this many of each event's new deliveries for this replica. */
+const HAND_OFF_PER_EVENT = 64;
 
 export interface DispatcherSettings {
   /** Deliveries in flight per replica. */
@@ -57,6 +59,13 @@ export interface AttemptResult {
  */
 export class Dispatcher {
   private readonly inFlight = new Set<Promise<void>>();
+  /** Slots held for deliveries that publishes being stored will hand over. */
+  private reserved = 0;
+  /**
+   * The last claim filled every free slot: older deliveries are waiting, so new ones queue behind
+   * them rather than being handed over by their publish.
+   */
+  private backlogged = false;
   /** The loop, waiting for this many free slots before its next claim. */
   private slotWaiter: { slots: number; resolve: () => void } | undefined;
   /** Outcomes finished in the same tick are recorded in one statement, one statement at a time. */
@@ -93,6 +102,7 @@ export class Dispatcher {
   async stop(): Promise<void> {
     this.stopped = true;
     this.wakeup.wake();
+    this.releaseSlotWaiter();
     await this.running;
     await Promise.all(this.inFlight);
     await this.recorder.idle();
@@ -103,6 +113,24 @@ export class Dispatcher {
   wakeAll(): void {
     this.wakeup.wake();
     this.notifications.signal(WEBHOOK_DELIVERIES_CHANNEL, "");
+  }
+
+  /**
+   * Slots a publish about to be stored may claim its new deliveries into, sent here without a
+   * claim statement or a wake-up round trip. None while deliveries wait in the queue, so a new event
+   * never overtakes older ones. Every reservation is given back with `handOff`.
+   */
+  reserve(events: number): repo.HandOff {
+    const limit = this.stopped || this.backlogged ? 0 : Math.max(0, Math.min(this.freeSlots(), events * HAND_OFF_PER_EVENT));
+    this.reserved += limit;
+    return { limit, leaseMs: LEASE_MS };
+  }
+
+  /** Sends the deliveries a publish claimed with `reservation` (none if it failed) and frees the rest of its slots. */
+  handOff(reservation: repo.HandOff, claimed: ClaimedDelivery[]): void {
+    for (const delivery of claimed) this.track(this.send(delivery));
+    this.reserved -= reservation.limit;
+    this.releaseSlotWaiter();
   }
 
   /** Sends one attempt of a claimed delivery and records its outcome. */
@@ -175,7 +203,7 @@ export class Dispatcher {
       ? await this.db.transaction().execute(async (tx) => {
           const off = await repo.recordAttempts(tx, outcomes, DISABLE_AT);
           if (off.length > 0) {
-            const stored = await repo.insertEventsWithDeliveries(tx, off.map(disabledNotice));
+            const { stored } = await repo.insertEventsWithDeliveries(tx, off.map(disabledNotice));
             notices = stored.reduce((sum, s) => sum + s.deliveries, 0);
           }
           return off;
@@ -189,8 +217,14 @@ export class Dispatcher {
   }
 
   private async loop(): Promise<void> {
+    const batch = Math.ceil(this.settings.concurrency / CLAIM_BATCH_DIVISOR);
     while (!this.stopped) {
-      const free = this.settings.concurrency - this.inFlight.size;
+      const free = this.freeSlots();
+      // Every slot is taken (by deliveries in flight, or held for publishes): nothing to claim into.
+      if (free <= 0) {
+        await this.slotsFree(batch);
+        continue;
+      }
       let claimed: ClaimedDelivery[] = [];
       try {
         claimed = await repo.claimDueDeliveries(this.db, free, LEASE_MS);
@@ -201,17 +235,30 @@ export class Dispatcher {
       // A full claim means more may be due. Each claim is a round trip and a commit, so the next one
       // waits for a batch of free slots rather than one: the deliveries still in flight keep the
       // receivers busy meanwhile.
-      if (claimed.length > 0 && claimed.length === free) {
-        await this.slotsFree(Math.ceil(this.settings.concurrency / CLAIM_BATCH_DIVISOR));
+      this.backlogged = claimed.length === free;
+      if (this.backlogged) {
+        await this.slotsFree(batch);
         continue;
       }
       await this.idle();
     }
   }
 
+  private freeSlots(): number {
+    return this.settings.concurrency - this.inFlight.size - this.reserved;
+  }
+
   private slotsFree(slots: number): Promise<void> {
-    if (this.settings.concurrency - this.inFlight.size >= slots || this.stopped) return Promise.resolve();
+    if (this.freeSlots() >= slots || this.stopped) return Promise.resolve();
     return new Promise((resolve) => (this.slotWaiter = { slots, resolve }));
+  }
+
+  private releaseSlotWaiter(): void {
+    const waiter = this.slotWaiter;
+    if (waiter && (this.freeSlots() >= waiter.slots || this.stopped)) {
+      this.slotWaiter = undefined;
+      waiter.resolve();
+    }
   }
 
   /** Waits for a notice, a retry scheduled here, the next due retry, or the poll interval. */
@@ -245,11 +292,7 @@ export class Dispatcher {
     this.inFlight.add(work);
     void work.finally(() => {
       this.inFlight.delete(work);
-      const waiter = this.slotWaiter;
-      if (waiter && this.settings.concurrency - this.inFlight.size >= waiter.slots) {
-        this.slotWaiter = undefined;
-        waiter.resolve();
-      }
+      this.releaseSlotWaiter();
     });
   }
 
@@ -261,7 +304,7 @@ export class Dispatcher {
       return;
     }
     this.sinceLastPrune.delete(webhookId);
-    await repo.pruneAttempts(this.db, webhookId, this.settings.historyLimit);
+    await repo.pruneHistory(this.db, webhookId, this.settings.historyLimit);
   }
 }
 
