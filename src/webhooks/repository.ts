@@ -1,5 +1,5 @@
 import { sql } from "kysely";
-import { prepared, type Db } from "../platform/db/database.js";
+import { prepared, withoutFlushWait, type Db } from "../platform/db/database.js";
 import { uuidv7 } from "../platform/ids.js";
 import type { DeliveryState, DisabledReason, WebhookAttemptRow, WebhookRow } from "../platform/db/schema.js";
 
@@ -420,6 +420,9 @@ export async function recordAttempts(db: Db, outcomes: AttemptOutcome[], disable
       -- A webhook deleted while its attempt was in flight took its deliveries along: drop those
       -- outcomes rather than fail the batch on the foreign key.
       where exists (select 1 from webhook_deliveries d where d.id = t.delivery_id)
+        -- Outcomes lost to a database crash mean their deliveries are sent again once their lease
+        -- runs out: at least once still holds, so the commit need not wait for the disk.
+        and ${withoutFlushWait}
     ), history as (
       insert into webhook_attempts
         (delivery_id, webhook_id, attempt, status, success, latency_ms, error, response_body, next_attempt_at)
@@ -522,6 +525,8 @@ export async function pruneHistory(db: Db, webhookId: string, keep: number): Pro
         select id from webhook_attempts where webhook_id = ${webhookId}
         order by created_at desc offset ${keep}
       ))
+      -- A prune lost to a database crash is made by the next one.
+      and ${withoutFlushWait}
       returning id, delivery_id
     )
     delete from webhook_deliveries d
