@@ -36,7 +36,7 @@ export class WebhookHttpClient {
     this.timeoutMs = options.timeoutMs ?? 10_000;
     this.maxResponseBytes = options.maxResponseBytes ?? 4096;
     this.agent = new Agent({
-      connections: options.connectionsPerOrigin ?? 32,
+      connections: options.connectionsPerOrigin ?? 64,
       connect: { lookup: this.guard.connectLookup() },
     });
   }
