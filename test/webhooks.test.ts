@@ -217,7 +217,12 @@ describe("deliveries", () => {
     secret = webhook!.secret;
     const { eventId } = await api().publishEvent({ event: "request.completed", data: { handed: true } });
     // Read as soon as the publish answers: no claim statement had to find the delivery first.
-    const [row] = await t.app.db.selectFrom("webhook_deliveries").select(["attempts", "locked_until", "state"]).where("event_id", "=", eventId).execute();
+    const [row] = await t.app.db
+      .selectFrom("webhook_deliveries")
+      .select(["attempts", "locked_until", "state"])
+      .where("event_id", "=", eventId)
+      .where("webhook_id", "=", webhook!.id)
+      .execute();
     expect(row!.attempts).toBe(1);
     expect(row!.state === "delivered" || row!.locked_until !== null).toBe(true);
     await until(() => r.received.length === 1);
