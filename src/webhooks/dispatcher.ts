@@ -23,7 +23,7 @@ const IDLE_POLL_MS = 1_000;
 /** With a backlog, claim again once this fraction (1/n) of the concurrency is free. */
 const CLAIM_BATCH_DIVISOR = 4;
 /** Prune a webhook's history once per this many of its attempts. */
-const PRUNE_EVERY = 100;
+const PRUNE_EVERY = 500;
 /** A publish claims at most this many of each event's new deliveries for this replica. */
 const HAND_OFF_PER_EVENT = 64;
 
@@ -66,6 +66,11 @@ export class Dispatcher {
    * them rather than being handed over by their publish.
    */
   private backlogged = false;
+  /**
+   * The most deliveries an event had in the last publish: slots are held while a publish commits, so
+   * holding far more than its events will fan out to would starve the publishes running beside it.
+   */
+  private fanOut = HAND_OFF_PER_EVENT;
   /** The loop, waiting for this many free slots before its next claim. */
   private slotWaiter: { slots: number; resolve: () => void } | undefined;
   /** Outcomes finished in the same tick are recorded in one statement, one statement at a time. */
@@ -121,14 +126,19 @@ export class Dispatcher {
    * never overtakes older ones. Every reservation is given back with `handOff`.
    */
   reserve(events: number): repo.HandOff {
-    const limit = this.stopped || this.backlogged ? 0 : Math.max(0, Math.min(this.freeSlots(), events * HAND_OFF_PER_EVENT));
+    const perEvent = Math.min(HAND_OFF_PER_EVENT, 2 * this.fanOut);
+    const limit = this.stopped || this.backlogged ? 0 : Math.max(0, Math.min(this.freeSlots(), events * perEvent));
     this.reserved += limit;
     return { limit, leaseMs: LEASE_MS };
   }
 
-  /** Sends the deliveries a publish claimed with `reservation` (none if it failed) and frees the rest of its slots. */
-  handOff(reservation: repo.HandOff, claimed: ClaimedDelivery[]): void {
-    for (const delivery of claimed) this.track(this.send(delivery));
+  /**
+   * Sends the deliveries a publish claimed with `reservation` (none if it failed) and frees the rest
+   * of its slots. Once stopping, it sends none: their lease runs out and any replica claims them.
+   */
+  handOff(reservation: repo.HandOff, batch: repo.PublishedBatch | undefined): void {
+    if (batch && batch.stored.length > 0) this.fanOut = Math.max(1, ...batch.stored.map((s) => s.deliveries));
+    if (!this.stopped) for (const delivery of batch?.claimed ?? []) this.track(this.send(delivery));
     this.reserved -= reservation.limit;
     this.releaseSlotWaiter();
   }

@@ -243,7 +243,7 @@ export class WebhookService {
     try {
       batch = await repo.insertEventsWithDeliveries(this.db, events, reservation);
     } finally {
-      this.dispatcher.handOff(reservation, batch?.claimed ?? []);
+      this.dispatcher.handOff(reservation, batch);
     }
     // Deliveries this replica did not take wait in the queue: wake whichever dispatcher is free.
     if (batch.stored.reduce((sum, s) => sum + s.deliveries, 0) > batch.claimed.length) this.dispatcher.wakeAll();
