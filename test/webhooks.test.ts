@@ -211,6 +211,23 @@ describe("deliveries", () => {
     expect((await api().getWebhook({ webhookId: webhook!.id })).webhook).toMatchObject({ lastStatus: 200, failureCount: 0, status: "active" });
   });
 
+  it("hands a publish's deliveries to the publishing replica already claimed, first attempt started", async () => {
+    const r = await receiver();
+    const { webhook } = await api().createWebhook({ url: r.url, events: ["request.completed"] });
+    secret = webhook!.secret;
+    const { eventId } = await api().publishEvent({ event: "request.completed", data: { handed: true } });
+    // Read as soon as the publish answers: no claim statement had to find the delivery first.
+    const [row] = await t.app.db
+      .selectFrom("webhook_deliveries")
+      .select(["attempts", "locked_until", "state"])
+      .where("event_id", "=", eventId)
+      .where("webhook_id", "=", webhook!.id)
+      .execute();
+    expect(row!.attempts).toBe(1);
+    expect(row!.state === "delivered" || row!.locked_until !== null).toBe(true);
+    await until(() => r.received.length === 1);
+  });
+
   it("matches subscriptions: '*', the event's name, never disabled webhooks or other accounts", async () => {
     const r = await receiver();
     const other = await createAccountWithKey(t, ["webhooks"]);
@@ -376,8 +393,42 @@ describe("history", () => {
       expect(kept.length).toBeLessThan(10);
       const times = kept.map((d) => d.createdAt!.getTime());
       expect([...times].sort((a, b) => b - a)).toEqual(times);
+      // A delivered delivery leaves with its last attempt: the table does not grow with every delivery ever made.
+      const rows = await app.app.db.selectFrom("webhook_deliveries").select(["id", "state"]).where("webhook_id", "=", webhook!.id).execute();
+      expect(rows.map((d) => d.id).sort()).toEqual(kept.map((d) => d.deliveryId).sort());
+    } finally {
+      await app.stop();
+    }
+  });
+
+  it("keeps failed deliveries whose attempts were trimmed, so recover still finds them", async () => {
+    const app = await startTestApp(await createTestDatabase(), { WEBHOOK_HISTORY_LIMIT: "3", WEBHOOK_RETRY_BASE_MS: "1" });
+    const r = await receiver();
+    try {
+      const since = new Date(Date.now() - 1000);
+      const { webhook } = await app.admin.webhooks.createWebhook({ url: r.url, events: ["request.completed"] });
+      secret = webhook!.secret;
+      const failing = (await app.admin.webhooks.createWebhook({ url: "http://127.0.0.1:9/closed", events: ["request.completed"] })).webhook!;
+      for (let n = 0; n < 7; n++) await app.admin.webhooks.publishEvent({ event: "request.completed", data: { n } });
+      await until(() => r.received.length === 7, 10_000, "every delivery to the working receiver");
+      await until(async () => (await stateCounts(app, failing.id)).failed === 7, 10_000, "the failing deliveries given up");
+      await until(async () => (await stateCounts(app, webhook!.id)).delivered! < 7, 10_000, "delivered deliveries trimmed");
+      const attempts = await app.app.db.selectFrom("webhook_attempts").select("id").where("webhook_id", "=", failing.id).execute();
+      // 7 deliveries of 4 attempts each, trimmed to the newest few: the oldest failures have no attempt left.
+      expect(attempts.length).toBeLessThan(7);
+      expect(await app.admin.webhooks.recoverDeliveries({ webhookId: failing.id, since })).toEqual({ requeued: 7 });
     } finally {
       await app.stop();
     }
   });
 });
+
+async function stateCounts(app: TestApp, webhookId: string): Promise<Record<string, number>> {
+  const rows = await app.app.db
+    .selectFrom("webhook_deliveries")
+    .select((eb) => ["state", eb.fn.countAll<number>().as("n")])
+    .where("webhook_id", "=", webhookId)
+    .groupBy("state")
+    .execute();
+  return { delivered: 0, failed: 0, pending: 0, ...Object.fromEntries(rows.map((r) => [r.state, Number(r.n)])) };
+}

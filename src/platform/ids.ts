@@ -1,3 +1,5 @@
+import { randomBytes } from "node:crypto";
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Ids of rows are UUIDs; checking first turns a malformed id into NOT_FOUND or a field error, not a SQL error. */
@@ -8,4 +10,17 @@ export function isUuid(value: string): boolean {
 /** RFC 3339 UTC with second precision, e.g. `2026-11-20T23:05:48Z`. */
 export function rfc3339(date: Date): string {
   return date.toISOString().replace(/\.\d{3}Z$/, "Z");
+}
+
+/**
+ * A version 7 UUID: the Unix time in milliseconds, then random bits. Rows keyed by these are
+ * inserted in time order, at the right edge of their index, as PostgreSQL's uuidv7() makes them.
+ */
+export function uuidv7(): string {
+  const bytes = randomBytes(16);
+  bytes.writeUIntBE(Date.now(), 0, 6);
+  bytes[6] = (bytes[6]! & 0x0f) | 0x70;
+  bytes[8] = (bytes[8]! & 0x3f) | 0x80;
+  const hex = bytes.toString("hex");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }

@@ -23,7 +23,9 @@ const IDLE_POLL_MS = 1_000;
 /** With a backlog, claim again once this fraction (1/n) of the concurrency is free. */
 const CLAIM_BATCH_DIVISOR = 4;
 /** Prune a webhook's history once per this many of its attempts. */
-const PRUNE_EVERY = 100;
+const PRUNE_EVERY = 500;
+/** A publish claims at most this many of each event's new deliveries for this replica. */
+const HAND_OFF_PER_EVENT = 64;
 
 export interface DispatcherSettings {
   /** Deliveries in flight per replica. */
@@ -57,6 +59,18 @@ export interface AttemptResult {
  */
 export class Dispatcher {
   private readonly inFlight = new Set<Promise<void>>();
+  /** Slots held for deliveries that publishes being stored will hand over. */
+  private reserved = 0;
+  /**
+   * The last claim filled every free slot: older deliveries are waiting, so new ones queue behind
+   * them rather than being handed over by their publish.
+   */
+  private backlogged = false;
+  /**
+   * The most deliveries an event had in the last publish: slots are held while a publish commits, so
+   * holding far more than its events will fan out to would starve the publishes running beside it.
+   */
+  private fanOut = HAND_OFF_PER_EVENT;
   /** The loop, waiting for this many free slots before its next claim. */
   private slotWaiter: { slots: number; resolve: () => void } | undefined;
   /** Outcomes finished in the same tick are recorded in one statement, one statement at a time. */
@@ -93,6 +107,7 @@ export class Dispatcher {
   async stop(): Promise<void> {
     this.stopped = true;
     this.wakeup.wake();
+    this.releaseSlotWaiter();
     await this.running;
     await Promise.all(this.inFlight);
     await this.recorder.idle();
@@ -103,6 +118,29 @@ export class Dispatcher {
   wakeAll(): void {
     this.wakeup.wake();
     this.notifications.signal(WEBHOOK_DELIVERIES_CHANNEL, "");
+  }
+
+  /**
+   * Slots a publish about to be stored may claim its new deliveries into, sent here without a
+   * claim statement or a wake-up round trip. None while deliveries wait in the queue, so a new event
+   * never overtakes older ones. Every reservation is given back with `handOff`.
+   */
+  reserve(events: number): repo.HandOff {
+    const perEvent = Math.min(HAND_OFF_PER_EVENT, 2 * this.fanOut);
+    const limit = this.stopped || this.backlogged ? 0 : Math.max(0, Math.min(this.freeSlots(), events * perEvent));
+    this.reserved += limit;
+    return { limit, leaseMs: LEASE_MS };
+  }
+
+  /**
+   * Sends the deliveries a publish claimed with `reservation` (none if it failed) and frees the rest
+   * of its slots. Once stopping, it sends none: their lease runs out and any replica claims them.
+   */
+  handOff(reservation: repo.HandOff, batch: repo.PublishedBatch | undefined): void {
+    if (batch && batch.stored.length > 0) this.fanOut = Math.max(1, ...batch.stored.map((s) => s.deliveries));
+    if (!this.stopped) for (const delivery of batch?.claimed ?? []) this.track(this.send(delivery));
+    this.reserved -= reservation.limit;
+    this.releaseSlotWaiter();
   }
 
   /** Sends one attempt of a claimed delivery and records its outcome. */
@@ -131,22 +169,25 @@ export class Dispatcher {
     });
     this.attempts.inc({ outcome: success ? "delivered" : retryAt ? "retry" : "failed" });
     // A success is in the history and the metrics already; logging each one at info cost a JSON line
-    // and a write(2) per delivery (8 % of the server's busy CPU in the bench profile).
-    this.logger[success ? "debug" : "info"](
-      {
-        event: "webhook_attempt",
-        delivery_id: delivery.id,
-        webhook_id: delivery.webhook_id,
-        webhook_event: delivery.event,
-        attempt: delivery.attempt,
-        status: result.status,
-        success,
-        latency_ms: result.latencyMs,
-        retry_at: retryAt?.toISOString(),
-        ...(result.error ? { error: result.error } : {}),
-      },
-      "webhook attempt",
-    );
+    // and a write(2) per delivery (8 % of the server's busy CPU in the bench profile), and building
+    // the line's fields for a level that is off still cost an object per delivery.
+    if (!success || this.logger.isLevelEnabled("debug")) {
+      this.logger[success ? "debug" : "info"](
+        {
+          event: "webhook_attempt",
+          delivery_id: delivery.id,
+          webhook_id: delivery.webhook_id,
+          webhook_event: delivery.event,
+          attempt: delivery.attempt,
+          status: result.status,
+          success,
+          latency_ms: result.latencyMs,
+          retry_at: retryAt?.toISOString(),
+          ...(result.error ? { error: result.error } : {}),
+        },
+        "webhook attempt",
+      );
+    }
     // The loop may be asleep until a later due time; a retry due sooner must wake it.
     if (retryAt) this.wakeup.wake();
     if (disabled) {
@@ -175,7 +216,7 @@ export class Dispatcher {
       ? await this.db.transaction().execute(async (tx) => {
           const off = await repo.recordAttempts(tx, outcomes, DISABLE_AT);
           if (off.length > 0) {
-            const stored = await repo.insertEventsWithDeliveries(tx, off.map(disabledNotice));
+            const { stored } = await repo.insertEventsWithDeliveries(tx, off.map(disabledNotice));
             notices = stored.reduce((sum, s) => sum + s.deliveries, 0);
           }
           return off;
@@ -189,8 +230,14 @@ export class Dispatcher {
   }
 
   private async loop(): Promise<void> {
+    const batch = Math.ceil(this.settings.concurrency / CLAIM_BATCH_DIVISOR);
     while (!this.stopped) {
-      const free = this.settings.concurrency - this.inFlight.size;
+      const free = this.freeSlots();
+      // Every slot is taken (by deliveries in flight, or held for publishes): nothing to claim into.
+      if (free <= 0) {
+        await this.slotsFree(batch);
+        continue;
+      }
       let claimed: ClaimedDelivery[] = [];
       try {
         claimed = await repo.claimDueDeliveries(this.db, free, LEASE_MS);
@@ -201,17 +248,30 @@ export class Dispatcher {
       // A full claim means more may be due. Each claim is a round trip and a commit, so the next one
       // waits for a batch of free slots rather than one: the deliveries still in flight keep the
       // receivers busy meanwhile.
-      if (claimed.length > 0 && claimed.length === free) {
-        await this.slotsFree(Math.ceil(this.settings.concurrency / CLAIM_BATCH_DIVISOR));
+      this.backlogged = claimed.length === free;
+      if (this.backlogged) {
+        await this.slotsFree(batch);
         continue;
       }
       await this.idle();
     }
   }
 
+  private freeSlots(): number {
+    return this.settings.concurrency - this.inFlight.size - this.reserved;
+  }
+
   private slotsFree(slots: number): Promise<void> {
-    if (this.settings.concurrency - this.inFlight.size >= slots || this.stopped) return Promise.resolve();
+    if (this.freeSlots() >= slots || this.stopped) return Promise.resolve();
     return new Promise((resolve) => (this.slotWaiter = { slots, resolve }));
+  }
+
+  private releaseSlotWaiter(): void {
+    const waiter = this.slotWaiter;
+    if (waiter && (this.freeSlots() >= waiter.slots || this.stopped)) {
+      this.slotWaiter = undefined;
+      waiter.resolve();
+    }
   }
 
   /** Waits for a notice, a retry scheduled here, the next due retry, or the poll interval. */
@@ -245,11 +305,7 @@ export class Dispatcher {
     this.inFlight.add(work);
     void work.finally(() => {
       this.inFlight.delete(work);
-      const waiter = this.slotWaiter;
-      if (waiter && this.settings.concurrency - this.inFlight.size >= waiter.slots) {
-        this.slotWaiter = undefined;
-        waiter.resolve();
-      }
+      this.releaseSlotWaiter();
     });
   }
 
@@ -261,7 +317,7 @@ export class Dispatcher {
       return;
     }
     this.sinceLastPrune.delete(webhookId);
-    await repo.pruneAttempts(this.db, webhookId, this.settings.historyLimit);
+    await repo.pruneHistory(this.db, webhookId, this.settings.historyLimit);
   }
 }
 

@@ -1,3 +1,4 @@
+import { EventEmitter } from "node:events";
 import { Agent } from "undici";
 import { checkUrlSyntax, SsrfBlockedError, type SsrfGuard } from "../platform/ssrf.js";
 
@@ -26,6 +27,8 @@ export interface PostResult {
  * followed (a 3xx is the answer), and every connection goes to an address the guard checked.
  */
 export class WebhookHttpClient {
+  /** Where each URL posts to, or why it cannot: checked once per URL, not once per attempt. */
+  private readonly targets = new Map<string, Target>();
   private readonly guard: SsrfGuard;
   private readonly timeoutMs: number;
   private readonly maxResponseBytes: number;
@@ -36,7 +39,7 @@ export class WebhookHttpClient {
     this.timeoutMs = options.timeoutMs ?? 10_000;
     this.maxResponseBytes = options.maxResponseBytes ?? 4096;
     this.agent = new Agent({
-      connections: options.connectionsPerOrigin ?? 32,
+      connections: options.connectionsPerOrigin ?? 64,
       connect: { lookup: this.guard.connectLookup() },
     });
   }
@@ -46,23 +49,30 @@ export class WebhookHttpClient {
     const started = performance.now();
     const failed = (error: string): PostResult => ({ status: 0, latencyMs: elapsed(started), responseBody: "", error });
 
-    const syntax = checkUrlSyntax(url);
-    if ("problem" in syntax) return failed(`invalid URL: ${syntax.detail}`);
-    const blocked = this.guard.checkLiteralHost(syntax.url);
-    if (blocked !== undefined) return failed(`blocked: ${blocked}`);
+    const target = this.target(url);
+    if ("error" in target) return failed(target.error);
 
-    const controller = new AbortController();
-    const timer = setTimeout(() => controller.abort(), this.timeoutMs);
+    // undici takes an EventEmitter as the abort signal; an AbortController's EventTarget listeners
+    // cost twice as much, on every request.
+    const abort = new EventEmitter();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      abort.emit("abort");
+    }, this.timeoutMs);
     try {
       const response = await this.agent.request({
-        origin: syntax.url.origin,
-        path: syntax.url.pathname + syntax.url.search,
+        origin: target.origin,
+        path: target.path,
         method: "POST",
         headers,
         body,
-        signal: controller.signal,
+        signal: abort,
       });
-      const responseBody = await readCapped(response.body, this.maxResponseBytes);
+      // A body that says it fits is read whole, without the stream iterator the capped read needs.
+      const length = Number(response.headers["content-length"] ?? Number.NaN);
+      const responseBody =
+        length <= this.maxResponseBytes ? await response.body.text() : await readCapped(response.body, this.maxResponseBytes);
       const retryAfter = response.headers["retry-after"];
       return {
         status: response.statusCode,
@@ -71,7 +81,7 @@ export class WebhookHttpClient {
         ...(retryAfter !== undefined ? { retryAfter: String(retryAfter) } : {}),
       };
     } catch (error) {
-      if (controller.signal.aborted) return failed(`timeout after ${this.timeoutMs} ms`);
+      if (timedOut) return failed(`timeout after ${this.timeoutMs} ms`);
       return failed(describe(error));
     } finally {
       clearTimeout(timer);
@@ -81,6 +91,30 @@ export class WebhookHttpClient {
   async close(): Promise<void> {
     await this.agent.close();
   }
+
+  private target(url: string): Target {
+    let target = this.targets.get(url);
+    if (target === undefined) {
+      // Bounded: a replica sending to more receivers than this re-checks some URLs, nothing worse.
+      if (this.targets.size >= MAX_TARGETS) this.targets.clear();
+      target = checkTarget(url, this.guard);
+      this.targets.set(url, target);
+    }
+    return target;
+  }
+}
+
+const MAX_TARGETS = 10_000;
+
+type Target = { origin: string; path: string } | { error: string };
+
+/** The URL's syntax and literal address; a host name is checked at connect time, on every connection. */
+function checkTarget(url: string, guard: SsrfGuard): Target {
+  const syntax = checkUrlSyntax(url);
+  if ("problem" in syntax) return { error: `invalid URL: ${syntax.detail}` };
+  const blocked = guard.checkLiteralHost(syntax.url);
+  if (blocked !== undefined) return { error: `blocked: ${blocked}` };
+  return { origin: syntax.url.origin, path: syntax.url.pathname + syntax.url.search };
 }
 
 /** Reads at most `limit` bytes; leaving the loop early destroys the stream, which drops the connection. */

@@ -1,6 +1,6 @@
-import { randomUUID } from "node:crypto";
 import { sql } from "kysely";
-import type { Db } from "../platform/db/database.js";
+import { prepared, withoutFlushWait, type Db } from "../platform/db/database.js";
+import { uuidv7 } from "../platform/ids.js";
 import type { DeliveryState, DisabledReason, WebhookAttemptRow, WebhookRow } from "../platform/db/schema.js";
 
 export async function insertWebhook(
@@ -151,9 +151,28 @@ export const PUBLISH_KEY_TTL_MS = 24 * 60 * 60 * 1000;
 
 /** Stores the event and one pending delivery per enabled subscriber, in one statement. */
 export async function insertEventWithDeliveries(db: Db, event: NewEvent): Promise<StoredEvent> {
-  const [result] = await insertEventsWithDeliveries(db, [event]);
-  return result!;
+  const { stored } = await insertEventsWithDeliveries(db, [event]);
+  return stored[0]!;
 }
+
+/** How many of a batch's new deliveries the publishing replica claims at once, and for how long. */
+export interface HandOff {
+  limit: number;
+  leaseMs: number;
+}
+
+export interface PublishedBatch {
+  /** One per event, in the order given. */
+  stored: StoredEvent[];
+  /** The new deliveries claimed for the caller (at most `limit`), as a claim of due deliveries returns them. */
+  claimed: ClaimedDelivery[];
+}
+
+/** The columns of a claimed delivery that come from its webhook. */
+type ClaimedWebhook = Pick<
+  ClaimedDelivery,
+  "url" | "secret" | "enabled" | "kind" | "settings" | "signature_scheme" | "previous_secret" | "retry_schedule"
+>;
 
 /**
  * Stores events and one pending delivery per enabled subscriber of each, in one statement: one
@@ -163,11 +182,22 @@ export async function insertEventWithDeliveries(db: Db, event: NewEvent): Promis
  * batch does); a live claim, made earlier here or committed meanwhile by another replica, wins, and
  * the event is then neither stored nor fanned out. The claim is an upsert on the key's primary key,
  * which waits for a concurrent claim to commit and then returns that claim's event: no read-then-write.
+ *
+ * Up to `handOff.limit` of the new deliveries are inserted already claimed, with their first
+ * attempt started and a lease, exactly as claimDueDeliveries would leave them, and come back with
+ * what sending them needs: the publishing replica sends them without a claim statement of its own,
+ * and if it dies first their lease runs out and any replica claims them.
  */
-export async function insertEventsWithDeliveries(db: Db, events: NewEvent[]): Promise<StoredEvent[]> {
+export async function insertEventsWithDeliveries(
+  db: Db,
+  events: NewEvent[],
+  handOff: HandOff = { limit: 0, leaseMs: 0 },
+): Promise<PublishedBatch> {
   // Ids made here tie each event to its result, which the rows an insert returns do not.
-  const ids = events.map(() => randomUUID());
-  const { rows } = await sql<{ event_id: string; deliveries: number; replayed: boolean }>`
+  const ids = events.map(() => uuidv7());
+  const { rows } = await sql<
+    { event_id: string; deliveries: number; replayed: boolean; seq: number; delivery_id: string | null; webhook_id: string } & ClaimedWebhook
+  >`${prepared("webhook_publish")}
     with input as (
       select * from unnest(
         ${ids}::uuid[], ${events.map((e) => e.accountId)}::uuid[], ${events.map((e) => e.name)}::text[],
@@ -192,21 +222,58 @@ export async function insertEventsWithDeliveries(db: Db, events: NewEvent[]): Pr
       insert into webhook_events (id, account_id, name, body, occurred_at)
       select id, account_id, name, body, occurred_at from fresh
       returning id, account_id, name
+    ), fanout as (
+      select ev.id as event_id, w.id as webhook_id, row_number() over () <= ${handOff.limit} as handed
+      from ev join webhooks w on w.account_id = ev.account_id and w.enabled and w.events && array['*', ev.name]::text[]
     ), queued as (
-      insert into webhook_deliveries (event_id, webhook_id)
-      select ev.id, w.id from ev join webhooks w
-        on w.account_id = ev.account_id and w.enabled and w.events && array['*', ev.name]::text[]
-      returning event_id
+      insert into webhook_deliveries (event_id, webhook_id, attempts, locked_until)
+      select event_id, webhook_id, case when handed then 1 else 0 end,
+             case when handed then now() + make_interval(secs => ${handOff.leaseMs / 1000}) end
+      from fanout
+      returning id, event_id, webhook_id, attempts = 1 as handed
     ), counts as (
       select event_id, count(*)::int as deliveries from queued group by event_id
+    ), handed as (
+      select q.event_id, q.id as delivery_id, q.webhook_id, w.url, w.secret, w.enabled, w.kind, w.settings,
+             w.signature_scheme, w.retry_schedule,
+             case when w.previous_secret_expires_at > now() then w.previous_secret end as previous_secret
+      from queued q join webhooks w on w.id = q.webhook_id
+      where q.handed
     )
     select coalesce(c.event_id, i.id) as event_id, coalesce(n.deliveries, 0) as deliveries,
-           coalesce(c.event_id <> i.id, false) as replayed
+           coalesce(c.event_id <> i.id, false) as replayed, i.seq, h.delivery_id, h.webhook_id, h.url, h.secret,
+           h.enabled, h.kind, h.settings, h.signature_scheme, h.retry_schedule, h.previous_secret
     from input i
     left join claims c on c.account_id = i.account_id and c.key = i.key
     left join counts n on n.event_id = i.id
+    left join handed h on h.event_id = i.id
     order by i.seq`.execute(db);
-  return rows.map((r) => ({ eventId: r.event_id, deliveries: r.deliveries, replayed: r.replayed }));
+  const stored: StoredEvent[] = [];
+  const claimed: ClaimedDelivery[] = [];
+  for (const r of rows) {
+    // One row per event, or per delivery handed over (its event's columns repeated).
+    if (stored.length < r.seq) stored.push({ eventId: r.event_id, deliveries: r.deliveries, replayed: r.replayed });
+    if (r.delivery_id === null) continue;
+    const event = events[r.seq - 1]!;
+    claimed.push({
+      id: r.delivery_id,
+      webhook_id: r.webhook_id,
+      attempt: 1,
+      retries: true,
+      url: r.url,
+      secret: r.secret,
+      enabled: r.enabled,
+      kind: r.kind,
+      settings: r.settings,
+      signature_scheme: r.signature_scheme,
+      previous_secret: r.previous_secret,
+      retry_schedule: r.retry_schedule,
+      event: event.name,
+      body: event.body,
+      occurred_at: event.occurredAt,
+    });
+  }
+  return { stored, claimed };
 }
 
 /** Forgets idempotency keys older than their 24 hours; returns how many went. */
@@ -263,7 +330,7 @@ export interface ClaimedDelivery {
  * number is ever sent twice.
  */
 export async function claimDueDeliveries(db: Db, limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
-  const { rows } = await sql<ClaimedDelivery>`
+  const { rows } = await sql<ClaimedDelivery>`${prepared("webhook_claim")}
     with due as (
       select id from webhook_deliveries
       where state = 'pending' and next_attempt_at <= now() and (locked_until is null or locked_until < now())
@@ -340,7 +407,7 @@ export async function recordAttempts(db: Db, outcomes: AttemptOutcome[], disable
   // the statement's snapshot.
   const failures = sql`case when e.last_success is not null then 0 else w.failure_count end + e.new_failures`;
   const turnsOff = sql`w.enabled and (e.gone or (e.any_final and ${failures} >= ${disableAt}))`;
-  const { rows } = await sql<DisabledWebhook & { disabled: boolean }>`
+  const { rows } = await sql<DisabledWebhook & { disabled: boolean }>`${prepared("webhook_record")}
     with o as (
       select * from unnest(
         ${column((o) => o.deliveryId)}::uuid[], ${column((o) => o.webhookId)}::uuid[],
@@ -353,6 +420,9 @@ export async function recordAttempts(db: Db, outcomes: AttemptOutcome[], disable
       -- A webhook deleted while its attempt was in flight took its deliveries along: drop those
       -- outcomes rather than fail the batch on the foreign key.
       where exists (select 1 from webhook_deliveries d where d.id = t.delivery_id)
+        -- Outcomes lost to a database crash mean their deliveries are sent again once their lease
+        -- runs out: at least once still holds, so the commit need not wait for the disk.
+        and ${withoutFlushWait}
     ), history as (
       insert into webhook_attempts
         (delivery_id, webhook_id, attempt, status, success, latency_ms, error, response_body, next_attempt_at)
@@ -441,11 +511,26 @@ export async function listAttempts(db: Db, webhookId: string, limit: number): Pr
     .execute();
 }
 
-/** Keeps only the newest `keep` attempts of a webhook. */
-export async function pruneAttempts(db: Db, webhookId: string, keep: number): Promise<void> {
-  await sql`
-    delete from webhook_attempts where id in (
-      select id from webhook_attempts where webhook_id = ${webhookId}
-      order by created_at desc offset ${keep}
-    )`.execute(db);
+/**
+ * Keeps only the newest `keep` attempts of a webhook, and drops the delivered deliveries whose
+ * attempts all went with them: the history no longer shows them, so they can be neither resent nor
+ * recovered. Failed, skipped and pending deliveries stay for recovery and retries. One statement,
+ * bounded by the attempts made since the last prune.
+ */
+export async function pruneHistory(db: Db, webhookId: string, keep: number): Promise<void> {
+  // Arrays rather than IN (subquery): as joins the planner hashed or merge-joined whole tables.
+  await sql`${prepared("webhook_prune")}
+    with gone as (
+      delete from webhook_attempts where id = any (array(
+        select id from webhook_attempts where webhook_id = ${webhookId}
+        order by created_at desc offset ${keep}
+      ))
+      -- A prune lost to a database crash is made by the next one.
+      and ${withoutFlushWait}
+      returning id, delivery_id
+    )
+    delete from webhook_deliveries d
+    where d.id = any (array(select delivery_id from gone)) and d.state = 'delivered'
+      -- The statement still sees the attempts it deletes.
+      and not exists (select 1 from webhook_attempts a where a.delivery_id = d.id and a.id <> all (array(select id from gone)))`.execute(db);
 }

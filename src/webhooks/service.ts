@@ -238,9 +238,16 @@ export class WebhookService {
   }
 
   private async store(events: repo.NewEvent[]): Promise<repo.StoredEvent[]> {
-    const results = await repo.insertEventsWithDeliveries(this.db, events);
-    if (results.some((r) => r.deliveries > 0)) this.dispatcher.wakeAll();
-    return results;
+    const reservation = this.dispatcher.reserve(events.length);
+    let batch: repo.PublishedBatch | undefined;
+    try {
+      batch = await repo.insertEventsWithDeliveries(this.db, events, reservation);
+    } finally {
+      this.dispatcher.handOff(reservation, batch);
+    }
+    // Deliveries this replica did not take wait in the queue: wake whichever dispatcher is free.
+    if (batch.stored.reduce((sum, s) => sum + s.deliveries, 0) > batch.claimed.length) this.dispatcher.wakeAll();
+    return batch.stored;
   }
 
   /** An event of another capability (EventSink), written inside that capability's transaction `db`. */

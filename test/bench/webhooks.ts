@@ -12,7 +12,7 @@ import type { ServerProcess } from "./server-process.js";
 const WEBHOOKS = 10;
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 10_000);
 /** Closed-loop publishers in the throughput run. */
-const PUBLISHERS = 8;
+const PUBLISHERS = 32;
 /**
  * The throughput run keeps at most this many deliveries queued (published, not yet received): the
  * dispatcher always has work, and the queue does not grow without bound when publishing outpaces it.

@@ -128,13 +128,15 @@ export class Notifications {
   private async sendAll(batch: Outgoing[]): Promise<[]> {
     const messages = joinAcknowledgements(batch);
     try {
-      const { rows } = await this.client!.query<{ replicas: number }>(
-        `with sent as (select pg_notify(c, p) from unnest($1::text[], $2::text[]) as t(c, p))
-         select (select count(*) from sent) as sent,
-                (select count(*)::int from pg_stat_activity
-                  where datname = current_database() and application_name = $3) as replicas`,
-        [messages.map((m) => m.channel), messages.map((m) => m.payload), LISTENER_NAME],
-      );
+      // Prepared once per connection: this runs after every write that others must hear of.
+      const { rows } = await this.client!.query<{ replicas: number }>({
+        name: "notify_batch",
+        text: `with sent as (select pg_notify(c, p) from unnest($1::text[], $2::text[]) as t(c, p))
+               select (select count(*) from sent) as sent,
+                      (select count(*)::int from pg_stat_activity
+                        where datname = current_database() and application_name = $3) as replicas`,
+        values: [messages.map((m) => m.channel), messages.map((m) => m.payload), LISTENER_NAME],
+      });
       const replicas = rows[0]?.replicas ?? 0;
       for (const { waiter } of messages) {
         if (!waiter) continue;

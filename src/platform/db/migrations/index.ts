@@ -14,6 +14,7 @@ import * as m20261123T150000 from "./2026-11-23T15-00-00_webhook_publish_keys.js
 import * as m20261123T153000 from "./2026-11-23T15-30-00_registry_changes.js";
 import * as m20261123T160000 from "./2026-11-23T16-00-00_webhook_disabled_reason.js";
 import * as m20261123T163000 from "./2026-11-23T16-30-00_namespace_history.js";
+import * as m20261123T170000 from "./2026-11-23T17-00-00_webhook_queue_writes.js";
 
 /** Every migration, by name; names sort in the order they run. Forward-only: there is no down. */
 export const migrations: Record<string, Migration> = {
@@ -32,4 +33,5 @@ export const migrations: Record<string, Migration> = {
   "2026-11-23T15-30-00_registry_changes": m20261123T153000,
   "2026-11-23T16-00-00_webhook_disabled_reason": m20261123T160000,
   "2026-11-23T16-30-00_namespace_history": m20261123T163000,
+  "2026-11-23T17-00-00_webhook_queue_writes": m20261123T170000,
 };
