@@ -51,7 +51,7 @@ export interface StyleParams {
  *
  * v1 keeps more of the target's skin: 40 % of its fine texture on top of the new face, the new
  * face's light and colour all the way to the target's over a wide blur (25 % of the face) with 20 %
- * of its features' finer chroma, an unsharp mask on luma (1.6) against that blur's softness, the
+ * of its features' finer chroma, an unsharp mask on luma (1.8) against that blur's softness, the
  * features half way to the source's proportions, 95 % opacity and a wide feather (8 %). v2 keeps the
  * new face: its light and colour move 90 % of the way over 8 % of the face (the shading of a turned
  * head's far side is narrower than a wider blur) with 60 % of its features' finer chroma, an unsharp
@@ -61,7 +61,7 @@ export interface StyleParams {
  * change saturates, and it is weaker on the features, which are sharp already.
  */
 export const STYLES: Record<StyleVersion, StyleParams> = {
-  v1: { opacity: 0.95, light: 1, chroma: 1, chromaDetail: 0.2, lightRadius: 0.25, sharpen: 1.6, keepTexture: 0.4, feather: 0.08, reshape: 0.5 },
+  v1: { opacity: 0.95, light: 1, chroma: 1, chromaDetail: 0.2, lightRadius: 0.25, sharpen: 1.8, keepTexture: 0.4, feather: 0.08, reshape: 0.5 },
   v2: { opacity: 1, light: 0.9, chroma: 0.9, chromaDetail: 0.6, lightRadius: 0.08, sharpen: 1.7, keepTexture: 0, feather: 0.045, reshape: 1 },
 };
 
