@@ -422,10 +422,12 @@ function warpTriangles(
   const outline = scratch("outline", w * h).fill(0);
   fillPolygon(outline, w, h, grownOutline(target, OUTLINE_MARGIN), OVAL, x0, y0, 1);
   const weights = scratch("warpWeights", w * h * 4).fill(0);
+  const trust = sourceTrust(drawnMesh, source.mesh, triangles);
   for (let t = 0; t + 2 < triangles.length; t += 3) {
     const a = triangles[t]!, b = triangles[t + 1]!, c = triangles[t + 2]!;
     // A triangle turned over between the source and the drawn mesh is seen from its other side.
     if (signedArea(drawnMesh, a, b, c) * signedArea(source.mesh, a, b, c) <= 0) continue;
+    const weight = trust[t / 3]!;
     const sax = sampled[2 * a]! * unit, say = sampled[2 * a + 1]! * unit;
     const sbx = sampled[2 * b]! * unit, sby = sampled[2 * b + 1]! * unit;
     const scx = sampled[2 * c]! * unit, scy = sampled[2 * c + 1]! * unit;
@@ -437,7 +439,7 @@ function warpTriangles(
       const o = i * 3;
       sampleCubic(src, sw, sh, sx, sy, warped, o);
       for (let ch = 0; ch < 3; ch++) weights[i * 4 + ch] = warped[o + ch]!;
-      weights[i * 4 + 3] = 1;
+      weights[i * 4 + 3] = weight;
       covered[i] = 1;
     });
   }
@@ -447,9 +449,10 @@ function warpTriangles(
   // around it too (where the mouth is open, swapFace keeps the target's).
   const gap = scratch("mouthGap", w * h).fill(0);
   fillPolygon(gap, w, h, target, INNER_LIPS, x0, y0, 1);
+  // Triangles the source shows foreshortened (see sourceTrust) take their texture partly from around them.
   pushPull(weights, w, h);
   for (let i = 0; i < w * h; i++) {
-    if ((zTarget[i] === Infinity && gap[i] === 0) || covered[i] === 1) continue;
+    if ((zTarget[i] === Infinity && gap[i] === 0) || (covered[i] === 1 && weights[i * 4 + 3]! >= 1)) continue;
     covered[i] = 1;
     for (let ch = 0; ch < 3; ch++) warped[i * 3 + ch] = weights[i * 4 + ch]!;
   }
@@ -494,6 +497,44 @@ function sampleCubic(src: Uint8Array, sw: number, sh: number, sx: number, sy: nu
   out[o] = r;
   out[o + 1] = g;
   out[o + 2] = b;
+}
+
+// A triangle the drawn face stretches this many times more, along its most stretched direction,
+// than the face's median triangle is one the source shows foreshortened (its head turned the other
+// way): its texture stretched that far smears (the lashes at the eye's outer corner become dark
+// streaks toward the temple). From STRETCH[0] its weight falls, to nearly 0 at STRETCH[1].
+const STRETCH = [1.2, 2.2] as const;
+
+/** Per triangle, how far to trust the source's texture (1 = fully), from how far it is stretched (see STRETCH). */
+function sourceTrust(drawnMesh: Float32Array, sourceMesh: Float32Array, triangles: ArrayLike<number>): Float32Array {
+  const count = Math.floor(triangles.length / 3);
+  const stretch = scratch("stretch", count);
+  const sorted = scratch("stretchSorted", count);
+  let m = 0;
+  for (let t = 0; t < count; t++) {
+    const a = triangles[3 * t]!, b = triangles[3 * t + 1]!, c = triangles[3 * t + 2]!;
+    // The affine map from the source's triangle to the drawn one, A = F E^-1: its largest singular value.
+    const e1x = sourceMesh[2 * b]! - sourceMesh[2 * a]!, e1y = sourceMesh[2 * b + 1]! - sourceMesh[2 * a + 1]!;
+    const e2x = sourceMesh[2 * c]! - sourceMesh[2 * a]!, e2y = sourceMesh[2 * c + 1]! - sourceMesh[2 * a + 1]!;
+    const f1x = drawnMesh[2 * b]! - drawnMesh[2 * a]!, f1y = drawnMesh[2 * b + 1]! - drawnMesh[2 * a + 1]!;
+    const f2x = drawnMesh[2 * c]! - drawnMesh[2 * a]!, f2y = drawnMesh[2 * c + 1]! - drawnMesh[2 * a + 1]!;
+    const det = e1x * e2y - e2x * e1y;
+    if (Math.abs(det) < 1e-6) {
+      stretch[t] = Infinity;
+      continue;
+    }
+    const p = (f1x * e2y - f2x * e1y) / det, q = (f2x * e1x - f1x * e2x) / det;
+    const r = (f1y * e2y - f2y * e1y) / det, u = (f2y * e1x - f1y * e2x) / det;
+    const sum = p * p + q * q + r * r + u * u, area = p * u - q * r;
+    stretch[t] = Math.sqrt((sum + Math.sqrt(Math.max(0, sum * sum - 4 * area * area))) / 2);
+    sorted[m++] = stretch[t]!;
+  }
+  const median = m > 0 ? sorted.subarray(0, m).sort()[m >> 1]! : 1;
+  for (let t = 0; t < count; t++) {
+    const relative = stretch[t]! / median;
+    stretch[t] = Math.min(1, Math.max(0.02, (STRETCH[1] - relative) / (STRETCH[1] - STRETCH[0])));
+  }
+  return stretch;
 }
 
 // How far past the target's outline the new face may reach, as a share of the outline's size: about
