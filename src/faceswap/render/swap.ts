@@ -55,14 +55,14 @@ export interface StyleParams {
  * features half way to the source's proportions, 95 % opacity and a wide feather (8 %). v2 keeps the
  * new face: its light and colour move 90 % of the way over 8 % of the face (the shading of a turned
  * head's far side is narrower than a wider blur) with 60 % of its features' finer chroma, an unsharp
- * mask on luma (1.7) restores the detail the warp softened, the features take the source's
+ * mask on luma (1.5) restores the detail the warp softened, the features take the source's
  * proportions fully (less as the head turns, see `frontal`), full opacity and a narrower feather
  * (4.5 %). The unsharp mask works on luma alone (on each channel, 1.0 doubled the speckles), its
  * change saturates, and it is weaker on the features, which are sharp already.
  */
 export const STYLES: Record<StyleVersion, StyleParams> = {
   v1: { opacity: 0.95, light: 1, chroma: 1, chromaDetail: 0.2, lightRadius: 0.25, sharpen: 1.8, keepTexture: 0.4, feather: 0.08, reshape: 0.5 },
-  v2: { opacity: 1, light: 0.9, chroma: 0.9, chromaDetail: 0.6, lightRadius: 0.08, sharpen: 1.7, keepTexture: 0, feather: 0.045, reshape: 1 },
+  v2: { opacity: 1, light: 0.9, chroma: 0.9, chromaDetail: 0.6, lightRadius: 0.08, sharpen: 1.5, keepTexture: 0, feather: 0.045, reshape: 1 },
 };
 
 // The face outline (MediaPipe FACE_OVAL, in order around the face) stays where the target's is, so the
@@ -308,13 +308,13 @@ export function swapFace(
     sourceSkin[i] = covered[i]! * (1 - drawnFeatures[i]!);
     targetSkin[i] = notSkin ? drawn[i]! * (1 - targetFeatures[i]!) * (1 - notSkin[i]!) : drawn[i]! * (1 - targetFeatures[i]!);
   }
-  relight(warped, targetPatch, covered, sourceSkin, targetSkin, w, h, style, Math.max(1, Math.round(style.lightRadius * faceSize)));
+  relight(warped, targetPatch, covered, sourceSkin, targetSkin, w, h, style, Math.max(1, style.lightRadius * faceSize));
   if (style.sharpen > 0) sharpenLuma(warped, w, h, style.sharpen, drawnFeatures);
-  if (style.keepTexture > 0) addDetail(warped, targetPatch, w, h, style.keepTexture, Math.max(1, Math.round(faceSize / 80)));
+  if (style.keepTexture > 0) addDetail(warped, targetPatch, w, h, style.keepTexture, Math.max(1, faceSize / 80));
   // The blend's support ends a pixel or two inside the visible face; its mask fades in over the
   // style's feather, each band of the pyramid over its own scale (see pyramidBlend).
-  const support = featherMask(drawn, w, h, Math.max(1, Math.round(SUPPORT_FEATHER * faceSize)), "support");
-  const weight = featherMask(drawn, w, h, Math.max(1, Math.round(style.feather * faceSize)), "weight");
+  const support = featherMask(drawn, w, h, Math.max(1, SUPPORT_FEATHER * faceSize), "support");
+  const weight = featherMask(drawn, w, h, Math.max(1, style.feather * faceSize), "weight");
   if (style.opacity < 1) for (let i = 0; i < n; i++) weight[i]! *= style.opacity;
   const blended = scratch("blended", n * 3);
   blended.set(targetPatch);
@@ -972,7 +972,12 @@ function featherMask(covered: Float32Array, w: number, h: number, radius: number
   return blurred;
 }
 
-/** Separable box blur into `out` with running sums (edges clamped), any number of interleaved channels. */
+/**
+ * Separable box blur into `out` with running sums (edges clamped), any number of interleaved channels.
+ * A fractional `radius` weights the two samples just past its whole part by its fraction: the radii
+ * follow the face's size, and rounded they jumped a pixel between frames of a face whose size sat
+ * at a step, which showed as the edge's feather and the light field shimmering.
+ */
 function boxBlur(input: Float32Array, out: Float32Array, w: number, h: number, channels: number, radius: number): Float32Array {
   const tmp = scratch("blur", input.length);
   blurLines(input, tmp, h, w, channels, radius, w * channels, channels);
@@ -991,20 +996,18 @@ function blurLines(
   lineStride: number,
   step: number,
 ): void {
-  const norm = 1 / (2 * radius + 1);
+  const whole = Math.floor(radius), part = radius - whole;
+  const norm = 1 / (2 * whole + 1 + 2 * part);
   const last = length - 1;
   for (let line = 0; line < lines; line++) {
     for (let c = 0; c < channels; c++) {
       const base = line * lineStride + c;
-      const first = input[base]!;
-      const end = input[base + last * step]!;
+      const at = (i: number) => input[base + (i < 0 ? 0 : i > last ? last : i) * step]!;
       let acc = 0;
-      for (let i = -radius; i <= radius; i++) acc += input[base + (i < 0 ? 0 : i > last ? last : i) * step]!;
+      for (let i = -whole; i <= whole; i++) acc += at(i);
       for (let i = 0; i < length; i++) {
-        out[base + i * step] = acc * norm;
-        const add = i + radius + 1;
-        const drop = i - radius;
-        acc += (add > last ? end : input[base + add * step]!) - (drop < 0 ? first : input[base + drop * step]!);
+        out[base + i * step] = (part > 0 ? acc + part * (at(i - whole - 1) + at(i + whole + 1)) : acc) * norm;
+        acc += at(i + whole + 1) - at(i - whole);
       }
     }
   }
