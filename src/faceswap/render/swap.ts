@@ -1002,12 +1002,13 @@ function blurLines(
   for (let line = 0; line < lines; line++) {
     for (let c = 0; c < channels; c++) {
       const base = line * lineStride + c;
-      const at = (i: number) => input[base + (i < 0 ? 0 : i > last ? last : i) * step]!;
       let acc = 0;
-      for (let i = -whole; i <= whole; i++) acc += at(i);
+      for (let i = -whole; i <= whole; i++) acc += input[base + (i < 0 ? 0 : i > last ? last : i) * step]!;
       for (let i = 0; i < length; i++) {
-        out[base + i * step] = (part > 0 ? acc + part * (at(i - whole - 1) + at(i + whole + 1)) : acc) * norm;
-        acc += at(i + whole + 1) - at(i - whole);
+        const below = i - whole - 1, above = i + whole + 1, drop = i - whole;
+        const next = input[base + (above > last ? last : above) * step]!;
+        out[base + i * step] = (acc + part * (input[base + (below < 0 ? 0 : below) * step]! + next)) * norm;
+        acc += next - input[base + (drop < 0 ? 0 : drop) * step]!;
       }
     }
   }
