@@ -1,4 +1,6 @@
 import type { StyleVersion } from "../../platform/db/schema.js";
+import { pyramidBlend } from "./blend.js";
+import { scratch } from "./scratch.js";
 import { fitSimilarity } from "./similarity.js";
 
 /** The replacement face: an rgb24 crop around it and its mesh (x, y pairs) in crop pixels. */
@@ -38,36 +40,30 @@ export interface StyleParams {
 
 /**
  * Both styles draw the new face through the target's own mesh (front-facing triangles only, nearest
- * first, never past its visible outline), keep the target's open mouth and whatever covers the face
- * (pixels far from its skin colour), and relight the new face with the target's low-frequency light
- * and colour: the target's low band under the new face's high band, so the edge meets the target's
- * own skin without a step. (A Poisson-style blend from the outline's differences was tried and left
- * out: hair and background along the outline stained the face with bands.)
+ * first, never past its visible outline, the source sampled bicubically), keep the target's open
+ * mouth and whatever covers the face (pixels far from its skin colour), relight the new face with the
+ * target's low-frequency light and colour (the target's low band under the new face's high band; on
+ * skin only a little of the source's finer chroma and none of its specular highlights stay, so a
+ * coloured light on the source photo does not), and lay it on with a multi-band (Laplacian pyramid)
+ * blend whose support ends inside the target's visible face, so neither a seam nor a colour step
+ * shows. (A Poisson-style blend from the outline's differences was tried and left out: hair and
+ * background along the outline stained the face with bands.)
  *
  * v1 keeps more of the target's skin: 40 % of its fine texture on top of the new face, the new
  * face's light and colour all the way to the target's over a wide blur (25 % of the face) with 20 %
- * of its finer chroma, an unsharp mask on luma (1.3) against that blur's softness, the features half
- * way to the source's proportions, 95 % opacity and a wide feather (8 %). v2 keeps the new face: its
- * light and colour move 90 % of the way over 15 % of the face with 60 % of its finer chroma, an
- * unsharp mask on luma (1.1) restores the detail the warp softened, the features take the source's
+ * of its features' finer chroma, an unsharp mask on luma (1.8) against that blur's softness, the
+ * features half way to the source's proportions, 95 % opacity and a wide feather (8 %). v2 keeps the
+ * new face: its light and colour move 90 % of the way over 8 % of the face (the shading of a turned
+ * head's far side is narrower than a wider blur) with 60 % of its features' finer chroma, an unsharp
+ * mask on luma (1.5) restores the detail the warp softened, the features take the source's
  * proportions fully (less as the head turns, see `frontal`), full opacity and a narrower feather
- * (4.5 %). The unsharp mask works on luma alone: on each channel, 1.0 doubled the speckles.
+ * (4.5 %). The unsharp mask works on luma alone (on each channel, 1.0 doubled the speckles), its
+ * change saturates, and it is weaker on the features, which are sharp already.
  */
 export const STYLES: Record<StyleVersion, StyleParams> = {
-  v1: { opacity: 0.95, light: 1, chroma: 1, chromaDetail: 0.2, lightRadius: 0.25, sharpen: 1.3, keepTexture: 0.4, feather: 0.08, reshape: 0.5 },
-  v2: { opacity: 1, light: 0.9, chroma: 0.9, chromaDetail: 0.6, lightRadius: 0.15, sharpen: 1.1, keepTexture: 0, feather: 0.045, reshape: 1 },
+  v1: { opacity: 0.95, light: 1, chroma: 1, chromaDetail: 0.2, lightRadius: 0.25, sharpen: 1.8, keepTexture: 0.4, feather: 0.08, reshape: 0.5 },
+  v2: { opacity: 1, light: 0.9, chroma: 0.9, chromaDetail: 0.6, lightRadius: 0.08, sharpen: 1.5, keepTexture: 0, feather: 0.045, reshape: 1 },
 };
-
-// Per-frame buffers are reused (grown as needed): allocating them for every face made the garbage
-// collector the largest cost of a swap. A view holds the previous face's values: a caller that does not
-// write every element zeroes it first.
-const scratchBuffers = new Map<string, Float32Array>();
-
-function scratch(name: string, length: number): Float32Array {
-  let buffer = scratchBuffers.get(name);
-  if (!buffer || buffer.length < length) scratchBuffers.set(name, (buffer = new Float32Array(length * 1.25)));
-  return buffer.subarray(0, length);
-}
 
 // The face outline (MediaPipe FACE_OVAL, in order around the face) stays where the target's is, so the
 // blend edge follows the target's head; only the features inside take the source's proportions.
@@ -167,7 +163,7 @@ const RESHAPE_INSET = 0.97;
 // the front only: on a head turned to the side it moved the far eye and brow across the foreshortened
 // side, and the new face read as a second, frontal face laid over the turned one. It fades out between
 // these ratios of the nose tip's distances to the two sides of the face.
-const FRONTAL = [0.35, 0.75] as const;
+const FRONTAL = [0.55, 0.85] as const;
 
 /** 1 for a face seen from the front, falling to 0 as it turns to the side (see FRONTAL). */
 function frontal(mesh: Float32Array): number {
@@ -312,22 +308,45 @@ export function swapFace(
     sourceSkin[i] = covered[i]! * (1 - drawnFeatures[i]!);
     targetSkin[i] = notSkin ? drawn[i]! * (1 - targetFeatures[i]!) * (1 - notSkin[i]!) : drawn[i]! * (1 - targetFeatures[i]!);
   }
-  relight(warped, targetPatch, covered, sourceSkin, targetSkin, w, h, style, Math.max(1, Math.round(style.lightRadius * faceSize)));
-  if (style.sharpen > 0) sharpenLuma(warped, w, h, style.sharpen);
-  if (style.keepTexture > 0) addDetail(warped, targetPatch, w, h, style.keepTexture, Math.max(1, Math.round(faceSize / 80)));
-  const alpha = featherMask(drawn, w, h, Math.max(1, Math.round(style.feather * faceSize)));
+  relight(warped, targetPatch, covered, sourceSkin, targetSkin, w, h, style, Math.max(1, style.lightRadius * faceSize));
+  if (style.sharpen > 0) sharpenLuma(warped, w, h, style.sharpen, drawnFeatures);
+  if (style.keepTexture > 0) addDetail(warped, targetPatch, w, h, style.keepTexture, Math.max(1, faceSize / 80));
+  // The blend's support ends a pixel or two inside the visible face; its mask fades in over the
+  // style's feather, each band of the pyramid over its own scale (see pyramidBlend).
+  const support = featherMask(drawn, w, h, Math.max(1, SUPPORT_FEATHER * faceSize), "support");
+  const weight = featherMask(drawn, w, h, Math.max(1, style.feather * faceSize), "weight");
+  if (style.opacity < 1) for (let i = 0; i < n; i++) weight[i]! *= style.opacity;
+  const blended = scratch("blended", n * 3);
+  blended.set(targetPatch);
+  pyramidBlend(blended, warped, weight, support, w, h);
   for (let y = 0; y < h; y++) {
     const row = ((y0 + y) * width + x0) * 3;
     for (let x = 0; x < w; x++) {
-      const a = alpha[y * w + x]! * style.opacity;
-      if (a <= 0) continue;
-      const p = (y * w + x) * 3;
-      for (let c = 0; c < 3; c++) {
-        const v = targetPatch[p + c]! * (1 - a) + warped[p + c]! * a;
-        frame[row + x * 3 + c] = v < 0 ? 0 : v > 255 ? 255 : v + 0.5;
-      }
+      const i = y * w + x;
+      if (support[i]! <= 0) continue;
+      toFrame(blended, i * 3, frame, row + x * 3);
     }
   }
+}
+
+// Width of the blend's support's own fade, as a share of the face: about a pixel on small faces.
+const SUPPORT_FEATHER = 0.012;
+
+/**
+ * Writes the rgb float pixel at `p` of `rgb` into `frame` at `q`, rounded; a colour out of range is
+ * moved toward its own luma until it fits rather than clipped per channel, which turned bright skin
+ * (a lit nose) mauve where red clipped and blue did not.
+ */
+function toFrame(rgb: Float32Array, p: number, frame: Uint8Array, q: number): void {
+  const r = rgb[p]!, g = rgb[p + 1]!, b = rgb[p + 2]!;
+  const y = Math.min(255, Math.max(0, 0.299 * r + 0.587 * g + 0.114 * b));
+  const hi = Math.max(r, g, b), lo = Math.min(r, g, b);
+  let t = 1;
+  if (hi > 255) t = Math.min(t, (255 - y) / Math.max(1e-6, hi - y));
+  if (lo < 0) t = Math.min(t, y / Math.max(1e-6, y - lo));
+  frame[q] = Math.min(255, Math.max(0, y + t * (r - y) + 0.5));
+  frame[q + 1] = Math.min(255, Math.max(0, y + t * (g - y) + 0.5));
+  frame[q + 2] = Math.min(255, Math.max(0, y + t * (b - y) + 0.5));
 }
 
 /** Sign of the summed signed area of the mesh's triangles: the winding of the side facing the camera. */
@@ -403,10 +422,12 @@ function warpTriangles(
   const outline = scratch("outline", w * h).fill(0);
   fillPolygon(outline, w, h, grownOutline(target, OUTLINE_MARGIN), OVAL, x0, y0, 1);
   const weights = scratch("warpWeights", w * h * 4).fill(0);
+  const trust = sourceTrust(drawnMesh, source.mesh, triangles);
   for (let t = 0; t + 2 < triangles.length; t += 3) {
     const a = triangles[t]!, b = triangles[t + 1]!, c = triangles[t + 2]!;
     // A triangle turned over between the source and the drawn mesh is seen from its other side.
     if (signedArea(drawnMesh, a, b, c) * signedArea(source.mesh, a, b, c) <= 0) continue;
+    const weight = trust[t / 3]!;
     const sax = sampled[2 * a]! * unit, say = sampled[2 * a + 1]! * unit;
     const sbx = sampled[2 * b]! * unit, sby = sampled[2 * b + 1]! * unit;
     const scx = sampled[2 * c]! * unit, scy = sampled[2 * c + 1]! * unit;
@@ -415,17 +436,10 @@ function warpTriangles(
       zDrawn[i] = z;
       const sx = Math.min(sw - 1.001, Math.max(0, wa * sax + wb * sbx + wc * scx - 0.5));
       const sy = Math.min(sh - 1.001, Math.max(0, wa * say + wb * sby + wc * scy - 0.5));
-      const ix = sx | 0, iy = sy | 0;
-      const fx = sx - ix, fy = sy - iy;
-      const p00 = (iy * sw + ix) * 3, p01 = p00 + 3, p10 = p00 + sw * 3, p11 = p10 + 3;
       const o = i * 3;
-      for (let ch = 0; ch < 3; ch++) {
-        const top = src[p00 + ch]! + (src[p01 + ch]! - src[p00 + ch]!) * fx;
-        const bottom = src[p10 + ch]! + (src[p11 + ch]! - src[p10 + ch]!) * fx;
-        warped[o + ch] = top + (bottom - top) * fy;
-        weights[i * 4 + ch] = warped[o + ch]!;
-      }
-      weights[i * 4 + 3] = 1;
+      sampleCubic(src, sw, sh, sx, sy, warped, o);
+      for (let ch = 0; ch < 3; ch++) weights[i * 4 + ch] = warped[o + ch]!;
+      weights[i * 4 + 3] = weight;
       covered[i] = 1;
     });
   }
@@ -435,13 +449,92 @@ function warpTriangles(
   // around it too (where the mouth is open, swapFace keeps the target's).
   const gap = scratch("mouthGap", w * h).fill(0);
   fillPolygon(gap, w, h, target, INNER_LIPS, x0, y0, 1);
+  // Triangles the source shows foreshortened (see sourceTrust) take their texture partly from around them.
   pushPull(weights, w, h);
   for (let i = 0; i < w * h; i++) {
-    if ((zTarget[i] === Infinity && gap[i] === 0) || covered[i] === 1) continue;
+    if ((zTarget[i] === Infinity && gap[i] === 0) || (covered[i] === 1 && weights[i * 4 + 3]! >= 1)) continue;
     covered[i] = 1;
     for (let ch = 0; ch < 3; ch++) warped[i * 3 + ch] = weights[i * 4 + ch]!;
   }
   return { x0, y0, w, h, faceSize, warped, covered };
+}
+
+const cubicX = new Float32Array(4), cubicY = new Float32Array(4);
+
+/** Catmull-Rom weights of the 4 samples around a point at `t` (0..1) past the second. */
+function cubicWeights(t: number, out: Float32Array): void {
+  const t2 = t * t, t3 = t2 * t;
+  out[0] = 0.5 * (-t3 + 2 * t2 - t);
+  out[1] = 0.5 * (3 * t3 - 5 * t2 + 2);
+  out[2] = 0.5 * (-3 * t3 + 4 * t2 + t);
+  out[3] = 0.5 * (t3 - t2);
+}
+
+/**
+ * The rgb24 image `src` at (sx, sy) by Catmull-Rom interpolation (edges clamped) into `out` at `o`:
+ * bilinear sampling halves the contrast of detail a pixel wide wherever a sample falls between
+ * texels, and the new face came out softer than the frame around it.
+ */
+function sampleCubic(src: Uint8Array, sw: number, sh: number, sx: number, sy: number, out: Float32Array, o: number): void {
+  const ix = Math.floor(sx), iy = Math.floor(sy);
+  cubicWeights(sx - ix, cubicX);
+  cubicWeights(sy - iy, cubicY);
+  let r = 0, g = 0, b = 0;
+  for (let j = 0; j < 4; j++) {
+    const y = Math.min(sh - 1, Math.max(0, iy - 1 + j));
+    let rr = 0, gg = 0, bb = 0;
+    for (let k = 0; k < 4; k++) {
+      const p = (y * sw + Math.min(sw - 1, Math.max(0, ix - 1 + k))) * 3, wk = cubicX[k]!;
+      rr += src[p]! * wk;
+      gg += src[p + 1]! * wk;
+      bb += src[p + 2]! * wk;
+    }
+    const wj = cubicY[j]!;
+    r += rr * wj;
+    g += gg * wj;
+    b += bb * wj;
+  }
+  out[o] = r;
+  out[o + 1] = g;
+  out[o + 2] = b;
+}
+
+// A triangle the drawn face stretches this many times more, along its most stretched direction,
+// than the face's median triangle is one the source shows foreshortened (its head turned the other
+// way): its texture stretched that far smears (the lashes at the eye's outer corner become dark
+// streaks toward the temple). From STRETCH[0] its weight falls, to nearly 0 at STRETCH[1].
+const STRETCH = [1.2, 2.2] as const;
+
+/** Per triangle, how far to trust the source's texture (1 = fully), from how far it is stretched (see STRETCH). */
+function sourceTrust(drawnMesh: Float32Array, sourceMesh: Float32Array, triangles: ArrayLike<number>): Float32Array {
+  const count = Math.floor(triangles.length / 3);
+  const stretch = scratch("stretch", count);
+  const sorted = scratch("stretchSorted", count);
+  let m = 0;
+  for (let t = 0; t < count; t++) {
+    const a = triangles[3 * t]!, b = triangles[3 * t + 1]!, c = triangles[3 * t + 2]!;
+    // The affine map from the source's triangle to the drawn one, A = F E^-1: its largest singular value.
+    const e1x = sourceMesh[2 * b]! - sourceMesh[2 * a]!, e1y = sourceMesh[2 * b + 1]! - sourceMesh[2 * a + 1]!;
+    const e2x = sourceMesh[2 * c]! - sourceMesh[2 * a]!, e2y = sourceMesh[2 * c + 1]! - sourceMesh[2 * a + 1]!;
+    const f1x = drawnMesh[2 * b]! - drawnMesh[2 * a]!, f1y = drawnMesh[2 * b + 1]! - drawnMesh[2 * a + 1]!;
+    const f2x = drawnMesh[2 * c]! - drawnMesh[2 * a]!, f2y = drawnMesh[2 * c + 1]! - drawnMesh[2 * a + 1]!;
+    const det = e1x * e2y - e2x * e1y;
+    if (Math.abs(det) < 1e-6) {
+      stretch[t] = Infinity;
+      continue;
+    }
+    const p = (f1x * e2y - f2x * e1y) / det, q = (f2x * e1x - f1x * e2x) / det;
+    const r = (f1y * e2y - f2y * e1y) / det, u = (f2y * e1x - f1y * e2x) / det;
+    const sum = p * p + q * q + r * r + u * u, area = p * u - q * r;
+    stretch[t] = Math.sqrt((sum + Math.sqrt(Math.max(0, sum * sum - 4 * area * area))) / 2);
+    sorted[m++] = stretch[t]!;
+  }
+  const median = m > 0 ? sorted.subarray(0, m).sort()[m >> 1]! : 1;
+  for (let t = 0; t < count; t++) {
+    const relative = stretch[t]! / median;
+    stretch[t] = Math.min(1, Math.max(0.02, (STRETCH[1] - relative) / (STRETCH[1] - STRETCH[0])));
+  }
+  return stretch;
 }
 
 // How far past the target's outline the new face may reach, as a share of the outline's size: about
@@ -736,11 +829,29 @@ function relight(
     const sy = field[i * 8]! / ws, ty = field[i * 8 + 4]! / wt;
     toYCbCr(warped, i * 3);
     const ratio = Math.min(5, Math.max(0.2, (ty + 1) / (sy + 1)));
-    ycbcr[0] *= 1 + style.light * (ratio - 1);
-    for (let c = 1; c < 3; c++) {
-      const own = field[i * 8 + c]! / ws;
-      ycbcr[c] = own + style.chromaDetail * (ycbcr[c]! - own) + style.chroma * (field[i * 8 + 4 + c]! / wt - own);
+    const gain = 1 + style.light * (ratio - 1);
+    const skin = fromSkin[i]!;
+    // The source's specular highlights (a lit nose tip, forehead) are its light, not its face: on
+    // skin, luma above the local level is compressed past HIGHLIGHT.
+    const level = sy * HIGHLIGHT;
+    if (skin > 0 && ycbcr[0] > level) ycbcr[0] -= skin * (1 - HIGHLIGHT_KEEP) * (ycbcr[0] - level);
+    ycbcr[0] *= gain;
+    const ownCb = field[i * 8 + 1]! / ws, ownCr = field[i * 8 + 2]! / ws;
+    let dCb = ycbcr[1] - ownCb, dCr = ycbcr[2] - ownCr;
+    // On skin, chroma detail toward grey (less of the skin's own colour) is the same highlight's:
+    // kept, it turns blue-mauve once the luma under it drops to the target's.
+    const norm = Math.hypot(ownCb, ownCr);
+    if (skin > 0 && norm > 1e-3) {
+      const along = (dCb * ownCb + dCr * ownCr) / norm;
+      if (along < 0) {
+        dCb -= (skin * along * ownCb) / norm;
+        dCr -= (skin * along * ownCr) / norm;
+      }
     }
+    // The detail scales with the luma under it, so the new face's colour keeps its saturation.
+    const detail = gain * (skin * SKIN_CHROMA_DETAIL + (1 - skin) * style.chromaDetail);
+    ycbcr[1] = ownCb + detail * dCb + style.chroma * (field[i * 8 + 5]! / wt - ownCb);
+    ycbcr[2] = ownCr + detail * dCr + style.chroma * (field[i * 8 + 6]! / wt - ownCr);
     fromYCbCr(warped, i * 3);
   }
 }
@@ -804,6 +915,15 @@ function toYCbCr(rgb: Float32Array, p: number): void {
   ycbcr[2] = 0.5 * r - 0.418688 * g - 0.081312 * b;
 }
 
+// Share of the source's chroma finer than the relight's blur that stays on its skin (the features
+// keep the style's `chromaDetail`): a coloured light on the source photo changes across the face
+// faster than that blur (a blue-lit nose tip, a warm cheek), and the skin's own fine chroma is small.
+const SKIN_CHROMA_DETAIL = 0.15;
+
+// Luma more than HIGHLIGHT times the source's local level keeps HIGHLIGHT_KEEP of the excess.
+const HIGHLIGHT = 1.2;
+const HIGHLIGHT_KEEP = 0.3;
+
 function fromYCbCr(rgb: Float32Array, p: number): void {
   const [y, cb, cr] = ycbcr;
   rgb[p] = y + 1.402 * cr;
@@ -816,15 +936,22 @@ function addDetail(to: Float32Array, from: Float32Array, w: number, h: number, a
   const blurred = boxBlur(from, scratch("detail", from.length), w, h, 3, radius);
   for (let i = 0; i < to.length; i++) to[i]! += amount * (from[i]! - blurred[i]!);
 }
-
 /**
  * Unsharp mask on luma only (radius 1): the same high-pass of luma added to each channel. Sharpening
  * each channel on its own also sharpens the warped source's chroma noise into coloured speckles.
  */
-function sharpenLuma(rgb: Float32Array, w: number, h: number, amount: number): void {
+// The unsharp mask's change of luma saturates at this (smoothly): strong edges (lashes, the lips'
+// line) would otherwise ring with bright and dark halos before fine skin detail came back.
+const SHARPEN_LIMIT = 18;
+// Share of the unsharp mask left off on the features: lashes, the eyes' edges and teeth are sharp
+// already, and sharpened further their single dark or bright pixels became speckles.
+const FEATURE_SHARPEN_DAMP = 0.3;
+
+function sharpenLuma(rgb: Float32Array, w: number, h: number, amount: number, features: Float32Array): void {
   const blurred = boxBlur(rgb, scratch("detail", rgb.length), w, h, 3, 1);
   for (let p = 0; p < rgb.length; p += 3) {
-    const d = amount * (0.299 * (rgb[p]! - blurred[p]!) + 0.587 * (rgb[p + 1]! - blurred[p + 1]!) + 0.114 * (rgb[p + 2]! - blurred[p + 2]!));
+    const high = amount * (1 - FEATURE_SHARPEN_DAMP * features[p / 3]!) * (0.299 * (rgb[p]! - blurred[p]!) + 0.587 * (rgb[p + 1]! - blurred[p + 1]!) + 0.114 * (rgb[p + 2]! - blurred[p + 2]!));
+    const d = SHARPEN_LIMIT * Math.tanh(high / SHARPEN_LIMIT);
     rgb[p]! += d;
     rgb[p + 1]! += d;
     rgb[p + 2]! += d;
@@ -833,11 +960,11 @@ function sharpenLuma(rgb: Float32Array, w: number, h: number, amount: number): v
 
 /**
  * Opacity from the covered area: blurred twice, then only its inner half kept, so the face fades in
- * over `radius` pixels inside its outline and never bleeds outside it.
+ * over `radius` pixels inside its outline and never bleeds outside it. Into scratch buffer `name`.
  */
-function featherMask(covered: Float32Array, w: number, h: number, radius: number): Float32Array {
-  const once = boxBlur(covered, scratch("feather1", covered.length), w, h, 1, radius);
-  const blurred = boxBlur(once, scratch("feather2", covered.length), w, h, 1, radius);
+function featherMask(covered: Float32Array, w: number, h: number, radius: number, name: string): Float32Array {
+  const once = boxBlur(covered, scratch("feather", covered.length), w, h, 1, radius);
+  const blurred = boxBlur(once, scratch(name, covered.length), w, h, 1, radius);
   for (let i = 0; i < blurred.length; i++) {
     const t = Math.min(1, Math.max(0, (blurred[i]! - 0.5) * 2));
     blurred[i] = t * t * (3 - 2 * t);
@@ -845,7 +972,12 @@ function featherMask(covered: Float32Array, w: number, h: number, radius: number
   return blurred;
 }
 
-/** Separable box blur into `out` with running sums (edges clamped), any number of interleaved channels. */
+/**
+ * Separable box blur into `out` with running sums (edges clamped), any number of interleaved channels.
+ * A fractional `radius` weights the two samples just past its whole part by its fraction: the radii
+ * follow the face's size, and rounded they jumped a pixel between frames of a face whose size sat
+ * at a step, which showed as the edge's feather and the light field shimmering.
+ */
 function boxBlur(input: Float32Array, out: Float32Array, w: number, h: number, channels: number, radius: number): Float32Array {
   const tmp = scratch("blur", input.length);
   blurLines(input, tmp, h, w, channels, radius, w * channels, channels);
@@ -864,20 +996,19 @@ function blurLines(
   lineStride: number,
   step: number,
 ): void {
-  const norm = 1 / (2 * radius + 1);
+  const whole = Math.floor(radius), part = radius - whole;
+  const norm = 1 / (2 * whole + 1 + 2 * part);
   const last = length - 1;
   for (let line = 0; line < lines; line++) {
     for (let c = 0; c < channels; c++) {
       const base = line * lineStride + c;
-      const first = input[base]!;
-      const end = input[base + last * step]!;
       let acc = 0;
-      for (let i = -radius; i <= radius; i++) acc += input[base + (i < 0 ? 0 : i > last ? last : i) * step]!;
+      for (let i = -whole; i <= whole; i++) acc += input[base + (i < 0 ? 0 : i > last ? last : i) * step]!;
       for (let i = 0; i < length; i++) {
-        out[base + i * step] = acc * norm;
-        const add = i + radius + 1;
-        const drop = i - radius;
-        acc += (add > last ? end : input[base + add * step]!) - (drop < 0 ? first : input[base + drop * step]!);
+        const below = i - whole - 1, above = i + whole + 1, drop = i - whole;
+        const next = input[base + (above > last ? last : above) * step]!;
+        out[base + i * step] = (acc + part * (input[base + (below < 0 ? 0 : below) * step]! + next)) * norm;
+        acc += next - input[base + (drop < 0 ? 0 : drop) * step]!;
       }
     }
   }
