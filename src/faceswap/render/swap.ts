@@ -270,7 +270,7 @@ interface Patch {
 /**
  * Draws `source` onto the face whose mesh is `target` (x, y pairs in frame pixels, `depth` per point;
  * `neutral` is its track's mean shape over the same face, see `reshape`) in the rgb24 `frame`, in
- * place. See STYLES for the steps.
+ * place, leaving `hands` (21 keypoints each, frame pixels) where they cover it. See STYLES for the steps.
  */
 export function swapFace(
   frame: Uint8Array,
@@ -282,6 +282,7 @@ export function swapFace(
   source: SourceFace,
   triangles: ArrayLike<number>,
   style: StyleParams,
+  hands: readonly Float32Array[] = [],
 ): void {
   const drawnMesh = reshape(target, neutral, source.mesh, style.reshape * frontal(target));
   const patch = warpTriangles(width, height, target, drawnMesh, depth, source, triangles);
@@ -301,7 +302,7 @@ export function swapFace(
   const open = mouthOpen(target);
   if (open > 0) for (const mesh of [target, drawnMesh]) fillPolygon(keep, w, h, mesh, INNER_LIPS, x0, y0, open);
   const targetFeatures = featureMask("targetFeatures", target, x0, y0, w, h);
-  const notSkin = occlusion(targetPatch, covered, keep, targetFeatures, w, h, faceSize);
+  const notSkin = occlusion(targetPatch, covered, keep, targetFeatures, { x0, y0, w, h, faceSize }, hands);
   for (let i = 0; i < n; i++) drawn[i] = drawn[i]! * (1 - keep[i]!);
   // The light is measured on skin only, on both faces: the target's eyes, brows, lips and make-up
   // blurred into its light field would lay a dark ghost of its features over the new face's (a second
@@ -507,7 +508,7 @@ function rasterise(
 }
 
 /** Sets `value` in the patch mask for pixels inside `polygon` (mesh indices, in order) of `mesh`. */
-function fillPolygon(mask: Float32Array, w: number, h: number, mesh: Float32Array, polygon: readonly number[], x0: number, y0: number, value: number): void {
+export function fillPolygon(mask: Float32Array, w: number, h: number, mesh: Float32Array, polygon: readonly number[], x0: number, y0: number, value: number): void {
   let minY = Infinity, maxY = -Infinity;
   for (const i of polygon) {
     minY = Math.min(minY, mesh[2 * i + 1]! - y0);
