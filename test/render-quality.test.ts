@@ -47,9 +47,9 @@ const CLIPS: Array<[string, ClipOptions]> = [
 
 /**
  * Bound on the share of a hand in front of a face that a render paints over (occluderPaintedOver).
- * Re-encoding alone changes 0.02 of it; keeping the target's pixels only where they are not
- * skin-coloured painted over 0.59 (v1) and 0.62 (v2); keeping the hands Human's hand models find,
- * 0.06 (H.264 smears the new face into the hand's edge, and a fingertip is now and then cut short).
+ * Re-encoding alone changes 0.027 of it (H.264 along its edge); keeping the target's pixels only where
+ * they are not skin-coloured painted over 0.57 (v1; v2 failed sharpness first); keeping the hands
+ * Human's hand models find, 0.028 (v1) and 0.030 (v2).
  */
 const HAND_PAINTED = 0.1;
 

@@ -96,10 +96,11 @@ const HAND_OUTLINE: ReadonlyArray<readonly [number, number]> = [
 ];
 const HAND_DARK = [45, 75] as const;
 
-// The hand moves right over the middle face of sample1's pan (makeClip), its finger from the cheek to
-// past the mouth; shares of the frame (x of the wrist, y of the hand's top, its drop over the clip, the
-// hand's width). Its light is dimmed to the pan's, which is darker than the photo it comes from.
-const HAND = { from: 0.21, travel: 0.16, top: 0.37, drop: 0.03, width: 0.22, light: 0.8 };
+// The hand comes into view a fifth of the way into the clip (`enter`), already in front of the middle
+// face of sample1's pan (makeClip), and moves right, its finger from the cheek to past the mouth;
+// shares of the frame (x of the wrist, y of the hand's top, its drop over the clip, the hand's width).
+// Its light is dimmed to the pan's, which is darker than the photo it comes from.
+const HAND = { enter: 0.2, from: 0.21, travel: 0.16, top: 0.37, drop: 0.03, width: 0.22, light: 0.8 };
 
 /**
  * Composites a real, skin-coloured hand (cut out of a demo photo) crossing a face onto every frame of
@@ -118,7 +119,7 @@ export async function addHand(input: string, output: string, fps: number): Promi
     const scale = (HAND.width * width) / hand.width;
     const left = (HAND.from + t * HAND.travel) * width, top = (HAND.top + t * HAND.drop) * height;
     const mask = new Float32Array(width * height);
-    for (let y = 0; y < height; y++) {
+    for (let y = 0; y < (t >= HAND.enter ? height : 0); y++) {
       for (let x = 0; x < width; x++) {
         const hx = (x + 0.5 - left) / scale - 0.5, hy = (y + 0.5 - top) / scale - 0.5;
         if (hx < 0 || hy < 0 || hx > hand.width - 1 || hy > hand.height - 1) continue;

@@ -36,7 +36,7 @@ async function faces(
   pixels: Uint8Array,
   width: number,
   height: number,
-  options: { describe: boolean; video: boolean; minConfidence?: number; hands?: (frame: Tensor, faces: number) => Promise<void> },
+  options: { describe: boolean; video: boolean; minConfidence?: number; hands?: (frame: Tensor, faces: FaceData[]) => Promise<void> },
 ) {
   const tensor = human.tf.tensor3d(pixels, [height, width, 3], "int32");
   try {
@@ -49,7 +49,7 @@ async function faces(
     } as Partial<Config>;
     const result = await human.detect(tensor, config);
     const found = result.face.filter((face) => face.mesh.length > 0).map(toFaceData);
-    await options.hands?.(tensor, found.length);
+    await options.hands?.(tensor, found);
     return found;
   } finally {
     human.tf.dispose(tensor);
@@ -68,8 +68,8 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
       const pixels = new Uint8Array(request.pixels);
       const frame = { pixels, width: request.width, height: request.height, hands: [] as Float32Array[] };
       held.set(`${request.job}:${request.frame}`, frame);
-      const found = async (tensor: Tensor, count: number) => {
-        frame.hands = await hands.find(tensor, count);
+      const found = async (tensor: Tensor, faces: FaceData[]) => {
+        frame.hands = await hands.find(tensor, frame, faces.map((face) => face.box));
       };
       return { value: await faces(pixels, request.width, request.height, { describe: false, video: true, hands: found }) };
     }
