@@ -84,11 +84,12 @@ export class HandFinder {
 
 /**
  * Frames with a face between searches for hands while none is seen and nothing moves near a face (a
- * worker sees every Nth frame of a video: with two workers, 24 is about two seconds at 25 fps). A
- * search took 70-110 ms of one core on a loaded machine, the faces of a frame with three 20:
- * searching every third frame took the 576 px render from 47 to 15 fps there.
+ * worker sees every Nth frame of a video: with two workers, 24 is about two seconds at 25 fps); the
+ * motion near a face finds a hand coming in. A search took 70-250 ms of one core on a loaded machine,
+ * the faces of a frame with three 20: searching every third frame took the 576 px render from 47 to
+ * 15 fps there, every twelfth added 11-13 ms of CPU to each frame.
  */
-const HAND_INTERVAL = 12;
+const HAND_INTERVAL = 24;
 /**
  * Frames between searches while something moves near a face and no hand is seen: every one, since a
  * hand coming up to a face is painted over until it is found. Footage that moves around its faces all
