@@ -565,3 +565,33 @@ function contactSheet(rows: RgbImage[][]): RgbImage {
   );
   return { pixels, width, height };
 }
+
+/**
+ * Occlusion: how much of an occluder in front of a face a render painted over. `masks[f]` is the
+ * occluder's opacity over input frame f; its pixels that are opaque (>= 0.95) 2 pixels in from its
+ * edge (where H.264 blurs it into what is behind) and inside a face's outline (r < 1 by the input's own
+ * mesh) count, and a pixel is painted over where the render changed its luma by more than 10.
+ */
+export async function occluderPaintedOver(
+  judge: QualityJudge,
+  input: RgbImage[],
+  output: RgbImage[],
+  masks: Float32Array[],
+): Promise<{ share: number; pixels: number }> {
+  let painted = 0, pixels = 0;
+  for (const [f, before] of input.entries()) {
+    const mask = masks[f]!, after = output[f]!;
+    const { width, height } = before;
+    const opaque = (x: number, y: number) => x >= 0 && y >= 0 && x < width && y < height && mask[y * width + x]! >= 0.95;
+    const regions = (await judge.faces(before)).map((face) => region(face.mesh, width, height));
+    for (let y = 0; y < height; y++) {
+      for (let x = 0; x < width; x++) {
+        if (![[0, 0], [2, 0], [-2, 0], [0, 2], [0, -2]].every(([dx, dy]) => opaque(x + dx!, y + dy!))) continue;
+        if (!regions.some((reg) => rAt(reg, x, y) < 1)) continue;
+        pixels++;
+        if (Math.abs(lumaOf(before, x, y) - lumaOf(after, x, y)) > 10) painted++;
+      }
+    }
+  }
+  return { share: painted / Math.max(1, pixels), pixels };
+}

@@ -1,5 +1,6 @@
 import type { StyleVersion } from "../../platform/db/schema.js";
 import { pyramidBlend } from "./blend.js";
+import { occlusion } from "./occlusion.js";
 import { scratch } from "./scratch.js";
 import { fitSimilarity } from "./similarity.js";
 
@@ -265,7 +266,7 @@ interface Patch {
 /**
  * Draws `source` onto the face whose mesh is `target` (x, y pairs in frame pixels, `depth` per point;
  * `neutral` is its track's mean shape over the same face, see `reshape`) in the rgb24 `frame`, in
- * place. See STYLES for the steps.
+ * place, leaving `hands` (21 keypoints each, frame pixels) where they cover it. See STYLES for the steps.
  */
 export function swapFace(
   frame: Uint8Array,
@@ -277,6 +278,7 @@ export function swapFace(
   source: SourceFace,
   triangles: ArrayLike<number>,
   style: StyleParams,
+  hands: readonly Float32Array[] = [],
 ): void {
   const drawnMesh = reshape(target, neutral, source.mesh, style.reshape * frontal(target));
   const patch = warpTriangles(width, height, target, drawnMesh, depth, source, triangles);
@@ -296,7 +298,7 @@ export function swapFace(
   const open = mouthOpen(target);
   if (open > 0) for (const mesh of [target, drawnMesh]) fillPolygon(keep, w, h, mesh, INNER_LIPS, x0, y0, open);
   const targetFeatures = featureMask("targetFeatures", target, x0, y0, w, h);
-  const notSkin = occlusion(targetPatch, covered, keep, targetFeatures, w, h, faceSize);
+  const notSkin = occlusion(targetPatch, covered, keep, targetFeatures, { x0, y0, w, h, faceSize }, hands);
   for (let i = 0; i < n; i++) drawn[i] = drawn[i]! * (1 - keep[i]!);
   // The light is measured on skin only, on both faces: the target's eyes, brows, lips and make-up
   // blurred into its light field would lay a dark ghost of its features over the new face's (a second
@@ -599,7 +601,7 @@ function rasterise(
 }
 
 /** Sets `value` in the patch mask for pixels inside `polygon` (mesh indices, in order) of `mesh`. */
-function fillPolygon(mask: Float32Array, w: number, h: number, mesh: Float32Array, polygon: readonly number[], x0: number, y0: number, value: number): void {
+export function fillPolygon(mask: Float32Array, w: number, h: number, mesh: Float32Array, polygon: readonly number[], x0: number, y0: number, value: number): void {
   let minY = Infinity, maxY = -Infinity;
   for (const i of polygon) {
     minY = Math.min(minY, mesh[2 * i + 1]! - y0);
@@ -621,105 +623,11 @@ function fillPolygon(mask: Float32Array, w: number, h: number, mesh: Float32Arra
   }
 }
 
-/**
- * Marks in `keep` the covered pixels whose colour is far from the target's skin and that come in from
- * its edge (see keepOccluders): a hand or glass in front of the face, hair over the forehead,
- * background the mesh reaches on a turned head. Returns all the clusters of such pixels (make-up
- * too), or nothing when the face shows too little skin to tell. The skin model is the covered
- * pixels' mean and spread in YCbCr (outliers trimmed once); the brows and lips, which are not
- * skin-coloured but belong to the face, are never marked.
- */
-function occlusion(
-  target: Float32Array,
-  covered: Float32Array,
-  keep: Float32Array,
-  features: Float32Array,
-  w: number,
-  h: number,
-  faceSize: number,
-): Float32Array | undefined {
-  const n = w * h;
-  const mean = [0, 0, 0], spread = [Infinity, Infinity, Infinity];
-  for (let round = 0; round < 2; round++) {
-    const sum = [0, 0, 0], sq = [0, 0, 0];
-    let count = 0;
-    for (let i = 0; i < n; i++) {
-      if (covered[i] === 0 || features[i] === 1) continue;
-      toYCbCr(target, i * 3);
-      if (round > 0 && !skinLike(mean, spread, 2.5)) continue;
-      for (let c = 0; c < 3; c++) {
-        sum[c]! += ycbcr[c]!;
-        sq[c]! += ycbcr[c]! ** 2;
-      }
-      count++;
-    }
-    if (count < 32) return undefined;
-    for (let c = 0; c < 3; c++) {
-      mean[c] = sum[c]! / count;
-      spread[c] = Math.sqrt(Math.max(4, sq[c]! / count - mean[c]! ** 2));
-    }
-  }
-  const off = scratch("off", n).fill(0);
-  for (let i = 0; i < n; i++) {
-    if (covered[i] === 0 || features[i] === 1) continue;
-    toYCbCr(target, i * 3);
-    if (!skinLike(mean, spread, 5)) off[i] = 1;
-  }
-  // A lone outlier (a freckle, a highlight, codec noise) is not an occluder: only clusters count.
-  const clustered = boxBlur(off, scratch("offBlur", n), w, h, 1, Math.max(1, Math.round(faceSize * 0.015)));
-  for (let i = 0; i < n; i++) off[i] = covered[i] === 1 && clustered[i]! > 0.5 ? 1 : 0;
-  keepOccluders(off, covered, keep, w, h, OCCLUDER_AREA * faceSize * faceSize);
-  return off;
-}
-
-// A hand, a glass or hair in front of the face comes in from outside it: its not-skin region reaches
-// the face's edge and is large. Make-up, tattoos and moles sit inside the face, apart from its edge
-// (a clown's dark marks around the eyes and on the cheeks): those are the target's skin, replaced.
-const OCCLUDER_AREA = 0.03;
-
-/**
- * Marks in `keep` the connected regions of `off` (4-neighbours) that touch the edge of `covered` (a
- * pixel next to an uncovered one or the patch's border) and cover at least `minArea` pixels.
- */
-function keepOccluders(off: Float32Array, covered: Float32Array, keep: Float32Array, w: number, h: number, minArea: number): void {
-  const seen = scratch("offSeen", w * h).fill(0);
-  const members: number[] = [];
-  for (let start = 0; start < w * h; start++) {
-    if (off[start] === 0 || seen[start] !== 0) continue;
-    seen[start] = 1;
-    members.length = 0;
-    members.push(start);
-    let edge = false;
-    // `members` doubles as the queue: everything before `next` has had its neighbours visited.
-    for (let next = 0; next < members.length; next++) {
-      const i = members[next]!, x = i % w;
-      if (x === 0 || x === w - 1 || i < w || i >= w * (h - 1)) {
-        edge = true;
-        continue;
-      }
-      for (const j of [i - 1, i + 1, i - w, i + w]) {
-        if (covered[j] === 0) edge = true;
-        else if (off[j] === 1 && seen[j] === 0) {
-          seen[j] = 1;
-          members.push(j);
-        }
-      }
-    }
-    if (edge && members.length >= minArea) for (const i of members) keep[i] = 1;
-  }
-}
-
 /** 1 on the eye openings, outer lips and brows of `mesh` in the patch, 0 elsewhere (in scratch buffer `name`). */
 function featureMask(name: string, mesh: Float32Array, x0: number, y0: number, w: number, h: number): Float32Array {
   const mask = scratch(name, w * h).fill(0);
   for (const polygon of FEATURE_OUTLINES) fillPolygon(mask, w, h, mesh, polygon, x0, y0, 1);
   return mask;
-}
-
-/** Whether the colour in `ycbcr` lies within `k` spreads of the skin model (chroma, and luma at twice that). */
-function skinLike(mean: number[], spread: number[], k: number): boolean {
-  const dy = (ycbcr[0] - mean[0]!) / spread[0]!, dcb = (ycbcr[1] - mean[1]!) / spread[1]!, dcr = (ycbcr[2] - mean[2]!) / spread[2]!;
-  return dcb * dcb + dcr * dcr <= k * k && Math.abs(dy) <= 2 * k;
 }
 
 // The source's outline and, where its head is turned, the points beyond it lie on or past the edge of
@@ -780,7 +688,7 @@ function pyramid(source: SourceFace): Level[] {
   return levels;
 }
 
-const ycbcr: [number, number, number] = [0, 0, 0];
+export const ycbcr: [number, number, number] = [0, 0, 0];
 
 /**
  * Moves the new face's low frequencies to the target's: each of Y, Cb and Cr of both is blurred over
@@ -908,7 +816,7 @@ function pushPull(values: Float32Array, w: number, h: number): void {
   }
 }
 
-function toYCbCr(rgb: Float32Array, p: number): void {
+export function toYCbCr(rgb: Float32Array, p: number): void {
   const r = rgb[p]!, g = rgb[p + 1]!, b = rgb[p + 2]!;
   ycbcr[0] = 0.299 * r + 0.587 * g + 0.114 * b;
   ycbcr[1] = -0.168736 * r - 0.331264 * g + 0.5 * b;
@@ -978,7 +886,7 @@ function featherMask(covered: Float32Array, w: number, h: number, radius: number
  * follow the face's size, and rounded they jumped a pixel between frames of a face whose size sat
  * at a step, which showed as the edge's feather and the light field shimmering.
  */
-function boxBlur(input: Float32Array, out: Float32Array, w: number, h: number, channels: number, radius: number): Float32Array {
+export function boxBlur(input: Float32Array, out: Float32Array, w: number, h: number, channels: number, radius: number): Float32Array {
   const tmp = scratch("blur", input.length);
   blurLines(input, tmp, h, w, channels, radius, w * channels, channels);
   blurLines(tmp, out, w, h, channels, radius, channels, w * channels);
