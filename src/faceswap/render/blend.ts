@@ -1,3 +1,4 @@
+import { pushPull } from "./push-pull.js";
 import { scratch } from "./scratch.js";
 
 /**
@@ -6,15 +7,31 @@ import { scratch } from "./scratch.js";
  * blurred to that band's scale: fine detail changes over a few pixels, the colour and light of the
  * coarse bands over a band as wide as they are, so neither a seam nor a colour step shows. `under`
  * changes only where `support` (0..1) is above 0: the coarse masks reach past the face, the blend does not.
+ * `hole` is 1 where the face is but `support` is not (a hand in front of it): see below.
  */
-export function pyramidBlend(under: Float32Array, over: Float32Array, weight: Float32Array, support: Float32Array, w: number, h: number): void {
+export function pyramidBlend(
+  under: Float32Array,
+  over: Float32Array,
+  weight: Float32Array,
+  support: Float32Array,
+  hole: Float32Array,
+  w: number,
+  h: number,
+): void {
   const levels: Array<{ diff: Float32Array; mask: Float32Array; w: number; h: number }> = [];
-  const diff = scratch("blendDiff0", w * h * 3);
+  // Past the support `over` is undefined; its difference there would ring into the face's bands, so
+  // it is 0, except on `hole`, where it is filled from the support around it: left at 0 there, the
+  // coarse bands beside a hole in the face (a hand in front of it) mixed that 0 in, and the face beside
+  // the hand kept the target's low frequencies in blotches.
+  const filled = scratch("blendFill", w * h * 4);
   for (let i = 0; i < w * h; i++) {
-    // Past the support `over` is undefined; its difference there would ring into the face's bands.
     const s = support[i]! > 0 ? 1 : 0;
-    for (let c = 0; c < 3; c++) diff[i * 3 + c] = s * (over[i * 3 + c]! - under[i * 3 + c]!);
+    for (let c = 0; c < 3; c++) filled[i * 4 + c] = s * (over[i * 3 + c]! - under[i * 3 + c]!);
+    filled[i * 4 + 3] = s > 0 || hole[i]! === 0 ? 1 : 0;
   }
+  pushPull(filled, w, h);
+  const diff = scratch("blendDiff0", w * h * 3);
+  for (let i = 0; i < w * h; i++) for (let c = 0; c < 3; c++) diff[i * 3 + c] = filled[i * 4 + c]!;
   levels.push({ diff, mask: weight, w, h });
   while (levels.length < MAX_LEVELS && Math.min(levels.at(-1)!.w, levels.at(-1)!.h) >= 2 * MIN_SIDE) {
     const fine = levels.at(-1)!, k = levels.length;

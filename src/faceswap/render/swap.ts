@@ -1,6 +1,7 @@
 import type { StyleVersion } from "../../platform/db/schema.js";
 import { pyramidBlend } from "./blend.js";
-import { occlusion } from "./occlusion.js";
+import { handMask, occlusion } from "./occlusion.js";
+import { pushPull } from "./push-pull.js";
 import { scratch } from "./scratch.js";
 import { fitSimilarity } from "./similarity.js";
 
@@ -292,14 +293,22 @@ export function swapFace(
   }
   // 1 where the new face is drawn: the target's visible face, less the open mouth (where the drawn
   // mesh has it, since the lips moved with the reshape) and whatever is in front.
-  const drawn = scratch("drawn", n);
-  drawn.set(covered);
+  // A hand in front has an edge of its own, which the new face meets without a feather: only the
+  // face's outline, the open mouth and the occluders at the outline fade it in (`inside`). Feathered
+  // from the hand's edge too, the target's face showed through beside the fingers (its eye make-up,
+  // as a dark smear over the new face's eyes).
+  const place = { x0, y0, w, h, faceSize };
+  const hand = handMask(hands, targetPatch, place);
   const keep = scratch("keep", n).fill(0);
   const open = mouthOpen(target);
   if (open > 0) for (const mesh of [target, drawnMesh]) fillPolygon(keep, w, h, mesh, INNER_LIPS, x0, y0, open);
   const targetFeatures = featureMask("targetFeatures", target, x0, y0, w, h);
-  const notSkin = occlusion(targetPatch, covered, keep, targetFeatures, { x0, y0, w, h, faceSize }, hands);
-  for (let i = 0; i < n; i++) drawn[i] = drawn[i]! * (1 - keep[i]!);
+  const notSkin = occlusion(targetPatch, covered, keep, targetFeatures, place, hand);
+  const inside = scratch("inside", n), drawn = scratch("drawn", n);
+  for (let i = 0; i < n; i++) {
+    inside[i] = covered[i]! * (1 - keep[i]!);
+    drawn[i] = inside[i]! * (1 - hand[i]!);
+  }
   // The light is measured on skin only, on both faces: the target's eyes, brows, lips and make-up
   // blurred into its light field would lay a dark ghost of its features over the new face's (a second
   // face where the two differ, as on a turned head), and the new face's own would be lifted by the
@@ -316,11 +325,13 @@ export function swapFace(
   // The blend's support ends a pixel or two inside the visible face; its mask fades in over the
   // style's feather, each band of the pyramid over its own scale (see pyramidBlend).
   const support = featherMask(drawn, w, h, Math.max(1, SUPPORT_FEATHER * faceSize), "support");
-  const weight = featherMask(drawn, w, h, Math.max(1, style.feather * faceSize), "weight");
+  const weight = featherMask(inside, w, h, Math.max(1, style.feather * faceSize), "weight");
   if (style.opacity < 1) for (let i = 0; i < n; i++) weight[i]! *= style.opacity;
   const blended = scratch("blended", n * 3);
   blended.set(targetPatch);
-  pyramidBlend(blended, warped, weight, support, w, h);
+  const hole = scratch("hole", n);
+  for (let i = 0; i < n; i++) hole[i] = inside[i]! * hand[i]!;
+  pyramidBlend(blended, warped, weight, support, hole, w, h);
   for (let y = 0; y < h; y++) {
     const row = ((y0 + y) * width + x0) * 3;
     for (let x = 0; x < w; x++) {
@@ -761,58 +772,6 @@ function relight(
     ycbcr[1] = ownCb + detail * dCb + style.chroma * (field[i * 8 + 5]! / wt - ownCb);
     ycbcr[2] = ownCr + detail * dCr + style.chroma * (field[i * 8 + 6]! / wt - ownCr);
     fromYCbCr(warped, i * 3);
-  }
-}
-
-/**
- * Fills the pixels of weight 0 in `values` (3 channels and a weight per pixel) from the weighted ones
- * around them: halvings average the known values (pull), then each level's unknown part takes the
- * bilinear upsampling of the next (push).
- */
-function pushPull(values: Float32Array, w: number, h: number): void {
-  const levels: Array<{ data: Float32Array; w: number; h: number }> = [{ data: values, w, h }];
-  while (levels.at(-1)!.w > 1 || levels.at(-1)!.h > 1) {
-    const fine = levels.at(-1)!;
-    const cw = Math.ceil(fine.w / 2), ch = Math.ceil(fine.h / 2);
-    const data = scratch(`pull${levels.length}`, cw * ch * 4).fill(0);
-    for (let y = 0; y < fine.h; y++) {
-      for (let x = 0; x < fine.w; x++) {
-        const f = (y * fine.w + x) * 4, c = ((y >> 1) * cw + (x >> 1)) * 4;
-        const weight = fine.data[f + 3]!;
-        if (weight === 0) continue;
-        for (let k = 0; k < 3; k++) data[c + k]! += fine.data[f + k]! * weight;
-        data[c + 3]! += weight;
-      }
-    }
-    for (let i = 0; i < cw * ch; i++) {
-      const weight = data[i * 4 + 3]!;
-      if (weight === 0) continue;
-      for (let k = 0; k < 3; k++) data[i * 4 + k]! /= weight;
-      data[i * 4 + 3] = Math.min(1, weight);
-    }
-    levels.push({ data, w: cw, h: ch });
-  }
-  for (let l = levels.length - 2; l >= 0; l--) {
-    const fine = levels[l]!, coarse = levels[l + 1]!;
-    for (let y = 0; y < fine.h; y++) {
-      const cy = Math.min(coarse.h - 1, Math.max(0, (y + 0.5) / 2 - 0.5));
-      const iy = Math.min(coarse.h - 2, Math.floor(cy)), fy = coarse.h > 1 ? cy - Math.max(0, iy) : 0;
-      for (let x = 0; x < fine.w; x++) {
-        const f = (y * fine.w + x) * 4;
-        const weight = fine.data[f + 3]!;
-        if (weight >= 1) continue;
-        const cx = Math.min(coarse.w - 1, Math.max(0, (x + 0.5) / 2 - 0.5));
-        const ix = Math.min(coarse.w - 2, Math.floor(cx)), fx = coarse.w > 1 ? cx - Math.max(0, ix) : 0;
-        const x0 = Math.max(0, ix), y0 = Math.max(0, iy);
-        const x1 = Math.min(coarse.w - 1, x0 + 1), y1 = Math.min(coarse.h - 1, y0 + 1);
-        for (let k = 0; k < 4; k++) {
-          const top = coarse.data[(y0 * coarse.w + x0) * 4 + k]! * (1 - fx) + coarse.data[(y0 * coarse.w + x1) * 4 + k]! * fx;
-          const bottom = coarse.data[(y1 * coarse.w + x0) * 4 + k]! * (1 - fx) + coarse.data[(y1 * coarse.w + x1) * 4 + k]! * fx;
-          const up = top * (1 - fy) + bottom * fy;
-          fine.data[f + k] = k === 3 ? weight + (1 - weight) * up : fine.data[f + k]! * weight + (1 - weight) * up;
-        }
-      }
-    }
   }
 }
 
