@@ -159,12 +159,20 @@ describe("face swap", () => {
     const after = await frameAt(req.output, 0.6);
     await keep("individual-faces.png", after);
     const before = await facesIn(original);
+    const swapped = await facesIn(after);
+    expect(swapped).toHaveLength(3);
     const changes = before.map((face) => difference(original, after, face.box));
-    // Re-encoding alone changes a face by about 3 (mean absolute difference per channel).
-    const report = `mean change per face ${changes.join(", ")}`;
+    const identities = await Promise.all(swapped.map((face, i) => similarity(face, before[i]!)));
+    const report = `mean change per face ${changes.join(", ")}; similarity to the same face before ${identities.join(", ")}`;
+    // Re-encoding alone changes a face by about 3 (mean absolute difference per channel) and leaves
+    // its embedding where it was. The mapped face is relit with its own light and colour, so its mean
+    // change says little; that it is someone else now is what its embedding says.
     expect(changes[0], report).toBeLessThan(5);
     expect(changes[2], report).toBeLessThan(5);
-    expect(changes[1], report).toBeGreaterThan(2 * Math.max(changes[0]!, changes[2]!));
+    expect(changes[1], report).toBeGreaterThan(Math.max(changes[0]!, changes[2]!) + 1);
+    expect(identities[0], report).toBeGreaterThan(0.9);
+    expect(identities[2], report).toBeGreaterThan(0.9);
+    expect(identities[1], report).toBeLessThan(0.9);
   });
 
   it("hands a frame without a face to the encoder unchanged", async () => {

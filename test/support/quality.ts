@@ -32,6 +32,12 @@ export interface FaceScore {
   /** Mean luma inside (r < 0.75, features left out) over the band outside the lower half (1.05 < r < 1.25), output over input. */
   tone: number;
   /**
+   * Chroma (CbCr) distance between the nose tip and the cheeks beside it, output minus input: a
+   * coloured light or highlight of the source photo left on the nose (a blue-mauve tip) scores high
+   * while the face's mean colour, which every other measure sees, stays right.
+   */
+  tint: number;
+  /**
    * Share of the input's marks (make-up, paint, moles: small dark spots inside the face, apart from
    * its eyes, brows, lips and nostrils) still dark in the output. A swap replaces them; the input as
    * its own output keeps them all, so this is judged on swaps only. NaN where the input has too few.
@@ -47,7 +53,9 @@ export interface FaceScore {
  * Bounds each face must keep. Calibrated on the test footage: the input re-encoded as its own output
  * (what the renderer does to a frame without faces) scores inside them with a margin, a blurred box
  * over the face fails sharpness, and a rectangle of the new face pasted over it fails outside, seam
- * or colour. Re-encoding alone costs about a quarter of the Laplacian variance of small faces.
+ * or colour. Re-encoding alone costs about a quarter of the Laplacian variance of small faces. Tint:
+ * the input scores 0.2 at most, the pasted rectangle 12-18, and a renderer that left the source
+ * photo's blue light on the nose tip 4.0 (median, pan, v2; up to 7 on one face).
  */
 export const LIMITS = {
   outside: { max: 0.02 },
@@ -57,6 +65,7 @@ export const LIMITS = {
   flicker: { max: 1.6 },
   colourStep: { max: 6 },
   tone: { min: 0.88, max: 1.12 },
+  tint: { max: 2.5 },
 } as const;
 
 /**
@@ -66,6 +75,13 @@ export const LIMITS = {
  * marks 0.08-0.21 (shadows and strands of hair at the edge stay).
  */
 export const MARKS_LIMIT = { max: 0.28 } as const;
+
+/**
+ * Bound on the median sharpness of a clip's swapped faces: re-encoding alone leaves 0.72-0.75 of the
+ * input's Laplacian variance, and a renderer that sampled the source bilinearly scored 0.66 (pan, v2),
+ * visibly softer than the footage. Single small faces are noisier, so each only answers to LIMITS.
+ */
+export const SHARPNESS_MEDIAN = { min: 0.68 } as const;
 
 /**
  * Bounds on the median identity shift of a clip's faces. One face's embedding moves by up to 0.04
@@ -107,7 +123,7 @@ export function formatSummary(summary: Summary): string {
   return (
     `outside ${summary.outside.toFixed(3)} speckles ${summary.speckles.toFixed(2)} seam ${summary.seam.toFixed(2)} ` +
     `sharpness ${summary.sharpness.toFixed(2)} flicker ${summary.flicker.toFixed(2)} colour ${summary.colourStep.toFixed(1)} ` +
-    `tone ${summary.tone.toFixed(2)} marks ${summary.marks.toFixed(2)} ` +
+    `tone ${summary.tone.toFixed(2)} tint ${summary.tint.toFixed(1)} marks ${summary.marks.toFixed(2)} ` +
     `faceres ${summary.faceres.toFixed(3)} face-api ${summary.faceApi.toFixed(3)} failing ${(summary.failing * 100).toFixed(0)}%`
   );
 }
@@ -179,6 +195,7 @@ export class QualityJudge {
           flicker: frameChange(after, afterNext, reg) / Math.max(0.5, frameChange(before, beforeNext, reg)),
           colourStep: colourStep(after, reg) - colourStep(before, reg),
           tone: toneRatio(after, reg, face.mesh) / Math.max(1e-6, toneRatio(before, reg, face.mesh)),
+          tint: noseTint(after, face.mesh) - noseTint(before, face.mesh),
           marks: marksKept(after, reg, marks),
           ...(await this.identity(face, before, after, swapped)),
         });
@@ -437,6 +454,36 @@ function toneRatio(image: RgbImage, reg: Region, mesh: Float32Array): number {
   return ni > 0 && no > 0 ? inner / ni / Math.max(1, outer / no) : 1;
 }
 
+// Mesh points at the nose tip and at the middle of each cheek, and the radius of the discs around
+// them as a share of the nose's width (its wings, 98 and 327).
+const NOSE_TIP = [1, 4, 5] as const;
+const CHEEKS = [205, 425, 50, 280] as const;
+const TINT_DISC = 0.35;
+
+/** CbCr distance between the mean of a disc on the nose tip and the mean of discs on both cheeks. */
+function noseTint(image: RgbImage, mesh: Float32Array): number {
+  const radius = TINT_DISC * Math.hypot(mesh[2 * 98]! - mesh[2 * 327]!, mesh[2 * 98 + 1]! - mesh[2 * 327 + 1]!);
+  const disc = (points: readonly number[]) => {
+    const sum = [0, 0, 0];
+    for (const point of points) {
+      const cx = mesh[2 * point]!, cy = mesh[2 * point + 1]!;
+      for (let y = Math.max(0, Math.floor(cy - radius)); y <= Math.min(image.height - 1, Math.ceil(cy + radius)); y++) {
+        for (let x = Math.max(0, Math.floor(cx - radius)); x <= Math.min(image.width - 1, Math.ceil(cx + radius)); x++) {
+          if (Math.hypot(x + 0.5 - cx, y + 0.5 - cy) > radius) continue;
+          const p = (y * image.width + x) * 3;
+          const R = image.pixels[p]!, G = image.pixels[p + 1]!, B = image.pixels[p + 2]!;
+          sum[0]! += -0.168736 * R - 0.331264 * G + 0.5 * B;
+          sum[1]! += 0.5 * R - 0.418688 * G - 0.081312 * B;
+          sum[2]!++;
+        }
+      }
+    }
+    return [sum[0]! / Math.max(1, sum[2]!), sum[1]! / Math.max(1, sum[2]!)];
+  };
+  const [nose, cheeks] = [disc(NOSE_TIP), disc(CHEEKS)];
+  return Math.hypot(nose[0]! - cheeks[0]!, nose[1]! - cheeks[1]!);
+}
+
 /** Marks below this share of the face's inside are too few to judge (a freckle or two). */
 const MIN_MARKS = 0.01;
 
@@ -517,4 +564,34 @@ function contactSheet(rows: RgbImage[][]): RgbImage {
     }),
   );
   return { pixels, width, height };
+}
+
+/**
+ * Occlusion: how much of an occluder in front of a face a render painted over. `masks[f]` is the
+ * occluder's opacity over input frame f; its pixels that are opaque (>= 0.95) 2 pixels in from its
+ * edge (where H.264 blurs it into what is behind) and inside a face's outline (r < 1 by the input's own
+ * mesh) count, and a pixel is painted over where the render changed its luma by more than 10.
+ */
+export async function occluderPaintedOver(
+  judge: QualityJudge,
+  input: RgbImage[],
+  output: RgbImage[],
+  masks: Float32Array[],
+): Promise<{ share: number; pixels: number }> {
+  let painted = 0, pixels = 0;
+  for (const [f, before] of input.entries()) {
+    const mask = masks[f]!, after = output[f]!;
+    const { width, height } = before;
+    const opaque = (x: number, y: number) => x >= 0 && y >= 0 && x < width && y < height && mask[y * width + x]! >= 0.95;
+    const regions = (await judge.faces(before)).map((face) => region(face.mesh, width, height));
+    for (let y = 0; y < height; y++) {
+      for (let x = 0; x < width; x++) {
+        if (![[0, 0], [2, 0], [-2, 0], [0, 2], [0, -2]].every(([dx, dy]) => opaque(x + dx!, y + dy!))) continue;
+        if (!regions.some((reg) => rAt(reg, x, y) < 1)) continue;
+        pixels++;
+        if (Math.abs(lumaOf(before, x, y) - lumaOf(after, x, y)) > 10) painted++;
+      }
+    }
+  }
+  return { share: painted / Math.max(1, pixels), pixels };
 }

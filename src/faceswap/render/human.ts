@@ -24,7 +24,10 @@ function serveModelsFromDisk(): void {
   };
 }
 
-/** Face detection and 468-point mesh only; the embedding model is switched on per call when needed. */
+/**
+ * Face detection and 468-point mesh; the embedding model and the hand models (see HandFinder) are
+ * loaded too and switched on per call when needed.
+ */
 const config: Partial<Config> = {
   backend: "wasm",
   wasmPath: `${wasmDir}/`,
@@ -36,7 +39,7 @@ const config: Partial<Config> = {
   filter: { enabled: false } as Config["filter"],
   gesture: { enabled: false },
   body: { enabled: false } as Config["body"],
-  hand: { enabled: false } as Config["hand"],
+  hand: { enabled: false, detector: { modelPath: "handtrack.json" }, skeleton: { modelPath: "handlandmark-lite.json" } } as Config["hand"],
   object: { enabled: false } as Config["object"],
   segmentation: { enabled: false } as Config["segmentation"],
   face: {
@@ -57,6 +60,6 @@ export async function loadHuman(): Promise<Human> {
   serveModelsFromDisk();
   const module = (await import(pathToFileURL(path.join(humanDist, "human.node-wasm.js")).href)) as typeof import("@vladmandic/human");
   const human = new module.Human(config);
-  await human.load({ face: { description: { enabled: true } } } as Partial<Config>);
+  await human.load({ face: { description: { enabled: true } }, hand: { enabled: true } } as Partial<Config>);
   return human;
 }

@@ -1,4 +1,8 @@
 import type { StyleVersion } from "../../platform/db/schema.js";
+import { pyramidBlend } from "./blend.js";
+import { handMask, occlusion } from "./occlusion.js";
+import { pushPull } from "./push-pull.js";
+import { scratch } from "./scratch.js";
 import { fitSimilarity } from "./similarity.js";
 
 /** The replacement face: an rgb24 crop around it and its mesh (x, y pairs) in crop pixels. */
@@ -38,36 +42,30 @@ export interface StyleParams {
 
 /**
  * Both styles draw the new face through the target's own mesh (front-facing triangles only, nearest
- * first, never past its visible outline), keep the target's open mouth and whatever covers the face
- * (pixels far from its skin colour), and relight the new face with the target's low-frequency light
- * and colour: the target's low band under the new face's high band, so the edge meets the target's
- * own skin without a step. (A Poisson-style blend from the outline's differences was tried and left
- * out: hair and background along the outline stained the face with bands.)
+ * first, never past its visible outline, the source sampled bicubically), keep the target's open
+ * mouth and whatever covers the face (pixels far from its skin colour), relight the new face with the
+ * target's low-frequency light and colour (the target's low band under the new face's high band; on
+ * skin only a little of the source's finer chroma and none of its specular highlights stay, so a
+ * coloured light on the source photo does not), and lay it on with a multi-band (Laplacian pyramid)
+ * blend whose support ends inside the target's visible face, so neither a seam nor a colour step
+ * shows. (A Poisson-style blend from the outline's differences was tried and left out: hair and
+ * background along the outline stained the face with bands.)
  *
  * v1 keeps more of the target's skin: 40 % of its fine texture on top of the new face, the new
  * face's light and colour all the way to the target's over a wide blur (25 % of the face) with 20 %
- * of its finer chroma, an unsharp mask on luma (1.3) against that blur's softness, the features half
- * way to the source's proportions, 95 % opacity and a wide feather (8 %). v2 keeps the new face: its
- * light and colour move 90 % of the way over 15 % of the face with 60 % of its finer chroma, an
- * unsharp mask on luma (1.1) restores the detail the warp softened, the features take the source's
+ * of its features' finer chroma, an unsharp mask on luma (1.8) against that blur's softness, the
+ * features half way to the source's proportions, 95 % opacity and a wide feather (8 %). v2 keeps the
+ * new face: its light and colour move 90 % of the way over 8 % of the face (the shading of a turned
+ * head's far side is narrower than a wider blur) with 60 % of its features' finer chroma, an unsharp
+ * mask on luma (1.5) restores the detail the warp softened, the features take the source's
  * proportions fully (less as the head turns, see `frontal`), full opacity and a narrower feather
- * (4.5 %). The unsharp mask works on luma alone: on each channel, 1.0 doubled the speckles.
+ * (4.5 %). The unsharp mask works on luma alone (on each channel, 1.0 doubled the speckles), its
+ * change saturates, and it is weaker on the features, which are sharp already.
  */
 export const STYLES: Record<StyleVersion, StyleParams> = {
-  v1: { opacity: 0.95, light: 1, chroma: 1, chromaDetail: 0.2, lightRadius: 0.25, sharpen: 1.3, keepTexture: 0.4, feather: 0.08, reshape: 0.5 },
-  v2: { opacity: 1, light: 0.9, chroma: 0.9, chromaDetail: 0.6, lightRadius: 0.15, sharpen: 1.1, keepTexture: 0, feather: 0.045, reshape: 1 },
+  v1: { opacity: 0.95, light: 1, chroma: 1, chromaDetail: 0.2, lightRadius: 0.25, sharpen: 1.8, keepTexture: 0.4, feather: 0.08, reshape: 0.5 },
+  v2: { opacity: 1, light: 0.9, chroma: 0.9, chromaDetail: 0.6, lightRadius: 0.08, sharpen: 1.5, keepTexture: 0, feather: 0.045, reshape: 1 },
 };
-
-// Per-frame buffers are reused (grown as needed): allocating them for every face made the garbage
-// collector the largest cost of a swap. A view holds the previous face's values: a caller that does not
-// write every element zeroes it first.
-const scratchBuffers = new Map<string, Float32Array>();
-
-function scratch(name: string, length: number): Float32Array {
-  let buffer = scratchBuffers.get(name);
-  if (!buffer || buffer.length < length) scratchBuffers.set(name, (buffer = new Float32Array(length * 1.25)));
-  return buffer.subarray(0, length);
-}
 
 // The face outline (MediaPipe FACE_OVAL, in order around the face) stays where the target's is, so the
 // blend edge follows the target's head; only the features inside take the source's proportions.
@@ -167,7 +165,7 @@ const RESHAPE_INSET = 0.97;
 // the front only: on a head turned to the side it moved the far eye and brow across the foreshortened
 // side, and the new face read as a second, frontal face laid over the turned one. It fades out between
 // these ratios of the nose tip's distances to the two sides of the face.
-const FRONTAL = [0.35, 0.75] as const;
+const FRONTAL = [0.55, 0.85] as const;
 
 /** 1 for a face seen from the front, falling to 0 as it turns to the side (see FRONTAL). */
 function frontal(mesh: Float32Array): number {
@@ -269,7 +267,7 @@ interface Patch {
 /**
  * Draws `source` onto the face whose mesh is `target` (x, y pairs in frame pixels, `depth` per point;
  * `neutral` is its track's mean shape over the same face, see `reshape`) in the rgb24 `frame`, in
- * place. See STYLES for the steps.
+ * place, leaving `hands` (21 keypoints each, frame pixels) where they cover it. See STYLES for the steps.
  */
 export function swapFace(
   frame: Uint8Array,
@@ -281,6 +279,7 @@ export function swapFace(
   source: SourceFace,
   triangles: ArrayLike<number>,
   style: StyleParams,
+  hands: readonly Float32Array[] = [],
 ): void {
   const drawnMesh = reshape(target, neutral, source.mesh, style.reshape * frontal(target));
   const patch = warpTriangles(width, height, target, drawnMesh, depth, source, triangles);
@@ -294,14 +293,22 @@ export function swapFace(
   }
   // 1 where the new face is drawn: the target's visible face, less the open mouth (where the drawn
   // mesh has it, since the lips moved with the reshape) and whatever is in front.
-  const drawn = scratch("drawn", n);
-  drawn.set(covered);
+  // A hand in front has an edge of its own, which the new face meets without a feather: only the
+  // face's outline, the open mouth and the occluders at the outline fade it in (`inside`). Feathered
+  // from the hand's edge too, the target's face showed through beside the fingers (its eye make-up,
+  // as a dark smear over the new face's eyes).
+  const place = { x0, y0, w, h, faceSize };
+  const hand = handMask(hands, targetPatch, place);
   const keep = scratch("keep", n).fill(0);
   const open = mouthOpen(target);
   if (open > 0) for (const mesh of [target, drawnMesh]) fillPolygon(keep, w, h, mesh, INNER_LIPS, x0, y0, open);
   const targetFeatures = featureMask("targetFeatures", target, x0, y0, w, h);
-  const notSkin = occlusion(targetPatch, covered, keep, targetFeatures, w, h, faceSize);
-  for (let i = 0; i < n; i++) drawn[i] = drawn[i]! * (1 - keep[i]!);
+  const notSkin = occlusion(targetPatch, covered, keep, targetFeatures, place, hand);
+  const inside = scratch("inside", n), drawn = scratch("drawn", n);
+  for (let i = 0; i < n; i++) {
+    inside[i] = covered[i]! * (1 - keep[i]!);
+    drawn[i] = inside[i]! * (1 - hand[i]!);
+  }
   // The light is measured on skin only, on both faces: the target's eyes, brows, lips and make-up
   // blurred into its light field would lay a dark ghost of its features over the new face's (a second
   // face where the two differ, as on a turned head), and the new face's own would be lifted by the
@@ -312,22 +319,47 @@ export function swapFace(
     sourceSkin[i] = covered[i]! * (1 - drawnFeatures[i]!);
     targetSkin[i] = notSkin ? drawn[i]! * (1 - targetFeatures[i]!) * (1 - notSkin[i]!) : drawn[i]! * (1 - targetFeatures[i]!);
   }
-  relight(warped, targetPatch, covered, sourceSkin, targetSkin, w, h, style, Math.max(1, Math.round(style.lightRadius * faceSize)));
-  if (style.sharpen > 0) sharpenLuma(warped, w, h, style.sharpen);
-  if (style.keepTexture > 0) addDetail(warped, targetPatch, w, h, style.keepTexture, Math.max(1, Math.round(faceSize / 80)));
-  const alpha = featherMask(drawn, w, h, Math.max(1, Math.round(style.feather * faceSize)));
+  relight(warped, targetPatch, covered, sourceSkin, targetSkin, w, h, style, Math.max(1, style.lightRadius * faceSize));
+  if (style.sharpen > 0) sharpenLuma(warped, w, h, style.sharpen, drawnFeatures);
+  if (style.keepTexture > 0) addDetail(warped, targetPatch, w, h, style.keepTexture, Math.max(1, faceSize / 80));
+  // The blend's support ends a pixel or two inside the visible face; its mask fades in over the
+  // style's feather, each band of the pyramid over its own scale (see pyramidBlend).
+  const support = featherMask(drawn, w, h, Math.max(1, SUPPORT_FEATHER * faceSize), "support");
+  const weight = featherMask(inside, w, h, Math.max(1, style.feather * faceSize), "weight");
+  if (style.opacity < 1) for (let i = 0; i < n; i++) weight[i]! *= style.opacity;
+  const blended = scratch("blended", n * 3);
+  blended.set(targetPatch);
+  const hole = scratch("hole", n);
+  for (let i = 0; i < n; i++) hole[i] = inside[i]! * hand[i]!;
+  pyramidBlend(blended, warped, weight, support, hole, w, h);
   for (let y = 0; y < h; y++) {
     const row = ((y0 + y) * width + x0) * 3;
     for (let x = 0; x < w; x++) {
-      const a = alpha[y * w + x]! * style.opacity;
-      if (a <= 0) continue;
-      const p = (y * w + x) * 3;
-      for (let c = 0; c < 3; c++) {
-        const v = targetPatch[p + c]! * (1 - a) + warped[p + c]! * a;
-        frame[row + x * 3 + c] = v < 0 ? 0 : v > 255 ? 255 : v + 0.5;
-      }
+      const i = y * w + x;
+      if (support[i]! <= 0) continue;
+      toFrame(blended, i * 3, frame, row + x * 3);
     }
   }
+}
+
+// Width of the blend's support's own fade, as a share of the face: about a pixel on small faces.
+const SUPPORT_FEATHER = 0.012;
+
+/**
+ * Writes the rgb float pixel at `p` of `rgb` into `frame` at `q`, rounded; a colour out of range is
+ * moved toward its own luma until it fits rather than clipped per channel, which turned bright skin
+ * (a lit nose) mauve where red clipped and blue did not.
+ */
+function toFrame(rgb: Float32Array, p: number, frame: Uint8Array, q: number): void {
+  const r = rgb[p]!, g = rgb[p + 1]!, b = rgb[p + 2]!;
+  const y = Math.min(255, Math.max(0, 0.299 * r + 0.587 * g + 0.114 * b));
+  const hi = Math.max(r, g, b), lo = Math.min(r, g, b);
+  let t = 1;
+  if (hi > 255) t = Math.min(t, (255 - y) / Math.max(1e-6, hi - y));
+  if (lo < 0) t = Math.min(t, y / Math.max(1e-6, y - lo));
+  frame[q] = Math.min(255, Math.max(0, y + t * (r - y) + 0.5));
+  frame[q + 1] = Math.min(255, Math.max(0, y + t * (g - y) + 0.5));
+  frame[q + 2] = Math.min(255, Math.max(0, y + t * (b - y) + 0.5));
 }
 
 /** Sign of the summed signed area of the mesh's triangles: the winding of the side facing the camera. */
@@ -403,10 +435,12 @@ function warpTriangles(
   const outline = scratch("outline", w * h).fill(0);
   fillPolygon(outline, w, h, grownOutline(target, OUTLINE_MARGIN), OVAL, x0, y0, 1);
   const weights = scratch("warpWeights", w * h * 4).fill(0);
+  const trust = sourceTrust(drawnMesh, source.mesh, triangles);
   for (let t = 0; t + 2 < triangles.length; t += 3) {
     const a = triangles[t]!, b = triangles[t + 1]!, c = triangles[t + 2]!;
     // A triangle turned over between the source and the drawn mesh is seen from its other side.
     if (signedArea(drawnMesh, a, b, c) * signedArea(source.mesh, a, b, c) <= 0) continue;
+    const weight = trust[t / 3]!;
     const sax = sampled[2 * a]! * unit, say = sampled[2 * a + 1]! * unit;
     const sbx = sampled[2 * b]! * unit, sby = sampled[2 * b + 1]! * unit;
     const scx = sampled[2 * c]! * unit, scy = sampled[2 * c + 1]! * unit;
@@ -415,17 +449,10 @@ function warpTriangles(
       zDrawn[i] = z;
       const sx = Math.min(sw - 1.001, Math.max(0, wa * sax + wb * sbx + wc * scx - 0.5));
       const sy = Math.min(sh - 1.001, Math.max(0, wa * say + wb * sby + wc * scy - 0.5));
-      const ix = sx | 0, iy = sy | 0;
-      const fx = sx - ix, fy = sy - iy;
-      const p00 = (iy * sw + ix) * 3, p01 = p00 + 3, p10 = p00 + sw * 3, p11 = p10 + 3;
       const o = i * 3;
-      for (let ch = 0; ch < 3; ch++) {
-        const top = src[p00 + ch]! + (src[p01 + ch]! - src[p00 + ch]!) * fx;
-        const bottom = src[p10 + ch]! + (src[p11 + ch]! - src[p10 + ch]!) * fx;
-        warped[o + ch] = top + (bottom - top) * fy;
-        weights[i * 4 + ch] = warped[o + ch]!;
-      }
-      weights[i * 4 + 3] = 1;
+      sampleCubic(src, sw, sh, sx, sy, warped, o);
+      for (let ch = 0; ch < 3; ch++) weights[i * 4 + ch] = warped[o + ch]!;
+      weights[i * 4 + 3] = weight;
       covered[i] = 1;
     });
   }
@@ -435,13 +462,92 @@ function warpTriangles(
   // around it too (where the mouth is open, swapFace keeps the target's).
   const gap = scratch("mouthGap", w * h).fill(0);
   fillPolygon(gap, w, h, target, INNER_LIPS, x0, y0, 1);
+  // Triangles the source shows foreshortened (see sourceTrust) take their texture partly from around them.
   pushPull(weights, w, h);
   for (let i = 0; i < w * h; i++) {
-    if ((zTarget[i] === Infinity && gap[i] === 0) || covered[i] === 1) continue;
+    if ((zTarget[i] === Infinity && gap[i] === 0) || (covered[i] === 1 && weights[i * 4 + 3]! >= 1)) continue;
     covered[i] = 1;
     for (let ch = 0; ch < 3; ch++) warped[i * 3 + ch] = weights[i * 4 + ch]!;
   }
   return { x0, y0, w, h, faceSize, warped, covered };
+}
+
+const cubicX = new Float32Array(4), cubicY = new Float32Array(4);
+
+/** Catmull-Rom weights of the 4 samples around a point at `t` (0..1) past the second. */
+function cubicWeights(t: number, out: Float32Array): void {
+  const t2 = t * t, t3 = t2 * t;
+  out[0] = 0.5 * (-t3 + 2 * t2 - t);
+  out[1] = 0.5 * (3 * t3 - 5 * t2 + 2);
+  out[2] = 0.5 * (-3 * t3 + 4 * t2 + t);
+  out[3] = 0.5 * (t3 - t2);
+}
+
+/**
+ * The rgb24 image `src` at (sx, sy) by Catmull-Rom interpolation (edges clamped) into `out` at `o`:
+ * bilinear sampling halves the contrast of detail a pixel wide wherever a sample falls between
+ * texels, and the new face came out softer than the frame around it.
+ */
+function sampleCubic(src: Uint8Array, sw: number, sh: number, sx: number, sy: number, out: Float32Array, o: number): void {
+  const ix = Math.floor(sx), iy = Math.floor(sy);
+  cubicWeights(sx - ix, cubicX);
+  cubicWeights(sy - iy, cubicY);
+  let r = 0, g = 0, b = 0;
+  for (let j = 0; j < 4; j++) {
+    const y = Math.min(sh - 1, Math.max(0, iy - 1 + j));
+    let rr = 0, gg = 0, bb = 0;
+    for (let k = 0; k < 4; k++) {
+      const p = (y * sw + Math.min(sw - 1, Math.max(0, ix - 1 + k))) * 3, wk = cubicX[k]!;
+      rr += src[p]! * wk;
+      gg += src[p + 1]! * wk;
+      bb += src[p + 2]! * wk;
+    }
+    const wj = cubicY[j]!;
+    r += rr * wj;
+    g += gg * wj;
+    b += bb * wj;
+  }
+  out[o] = r;
+  out[o + 1] = g;
+  out[o + 2] = b;
+}
+
+// A triangle the drawn face stretches this many times more, along its most stretched direction,
+// than the face's median triangle is one the source shows foreshortened (its head turned the other
+// way): its texture stretched that far smears (the lashes at the eye's outer corner become dark
+// streaks toward the temple). From STRETCH[0] its weight falls, to nearly 0 at STRETCH[1].
+const STRETCH = [1.2, 2.2] as const;
+
+/** Per triangle, how far to trust the source's texture (1 = fully), from how far it is stretched (see STRETCH). */
+function sourceTrust(drawnMesh: Float32Array, sourceMesh: Float32Array, triangles: ArrayLike<number>): Float32Array {
+  const count = Math.floor(triangles.length / 3);
+  const stretch = scratch("stretch", count);
+  const sorted = scratch("stretchSorted", count);
+  let m = 0;
+  for (let t = 0; t < count; t++) {
+    const a = triangles[3 * t]!, b = triangles[3 * t + 1]!, c = triangles[3 * t + 2]!;
+    // The affine map from the source's triangle to the drawn one, A = F E^-1: its largest singular value.
+    const e1x = sourceMesh[2 * b]! - sourceMesh[2 * a]!, e1y = sourceMesh[2 * b + 1]! - sourceMesh[2 * a + 1]!;
+    const e2x = sourceMesh[2 * c]! - sourceMesh[2 * a]!, e2y = sourceMesh[2 * c + 1]! - sourceMesh[2 * a + 1]!;
+    const f1x = drawnMesh[2 * b]! - drawnMesh[2 * a]!, f1y = drawnMesh[2 * b + 1]! - drawnMesh[2 * a + 1]!;
+    const f2x = drawnMesh[2 * c]! - drawnMesh[2 * a]!, f2y = drawnMesh[2 * c + 1]! - drawnMesh[2 * a + 1]!;
+    const det = e1x * e2y - e2x * e1y;
+    if (Math.abs(det) < 1e-6) {
+      stretch[t] = Infinity;
+      continue;
+    }
+    const p = (f1x * e2y - f2x * e1y) / det, q = (f2x * e1x - f1x * e2x) / det;
+    const r = (f1y * e2y - f2y * e1y) / det, u = (f2y * e1x - f1y * e2x) / det;
+    const sum = p * p + q * q + r * r + u * u, area = p * u - q * r;
+    stretch[t] = Math.sqrt((sum + Math.sqrt(Math.max(0, sum * sum - 4 * area * area))) / 2);
+    sorted[m++] = stretch[t]!;
+  }
+  const median = m > 0 ? sorted.subarray(0, m).sort()[m >> 1]! : 1;
+  for (let t = 0; t < count; t++) {
+    const relative = stretch[t]! / median;
+    stretch[t] = Math.min(1, Math.max(0.02, (STRETCH[1] - relative) / (STRETCH[1] - STRETCH[0])));
+  }
+  return stretch;
 }
 
 // How far past the target's outline the new face may reach, as a share of the outline's size: about
@@ -506,7 +612,7 @@ function rasterise(
 }
 
 /** Sets `value` in the patch mask for pixels inside `polygon` (mesh indices, in order) of `mesh`. */
-function fillPolygon(mask: Float32Array, w: number, h: number, mesh: Float32Array, polygon: readonly number[], x0: number, y0: number, value: number): void {
+export function fillPolygon(mask: Float32Array, w: number, h: number, mesh: Float32Array, polygon: readonly number[], x0: number, y0: number, value: number): void {
   let minY = Infinity, maxY = -Infinity;
   for (const i of polygon) {
     minY = Math.min(minY, mesh[2 * i + 1]! - y0);
@@ -528,105 +634,11 @@ function fillPolygon(mask: Float32Array, w: number, h: number, mesh: Float32Arra
   }
 }
 
-/**
- * Marks in `keep` the covered pixels whose colour is far from the target's skin and that come in from
- * its edge (see keepOccluders): a hand or glass in front of the face, hair over the forehead,
- * background the mesh reaches on a turned head. Returns all the clusters of such pixels (make-up
- * too), or nothing when the face shows too little skin to tell. The skin model is the covered
- * pixels' mean and spread in YCbCr (outliers trimmed once); the brows and lips, which are not
- * skin-coloured but belong to the face, are never marked.
- */
-function occlusion(
-  target: Float32Array,
-  covered: Float32Array,
-  keep: Float32Array,
-  features: Float32Array,
-  w: number,
-  h: number,
-  faceSize: number,
-): Float32Array | undefined {
-  const n = w * h;
-  const mean = [0, 0, 0], spread = [Infinity, Infinity, Infinity];
-  for (let round = 0; round < 2; round++) {
-    const sum = [0, 0, 0], sq = [0, 0, 0];
-    let count = 0;
-    for (let i = 0; i < n; i++) {
-      if (covered[i] === 0 || features[i] === 1) continue;
-      toYCbCr(target, i * 3);
-      if (round > 0 && !skinLike(mean, spread, 2.5)) continue;
-      for (let c = 0; c < 3; c++) {
-        sum[c]! += ycbcr[c]!;
-        sq[c]! += ycbcr[c]! ** 2;
-      }
-      count++;
-    }
-    if (count < 32) return undefined;
-    for (let c = 0; c < 3; c++) {
-      mean[c] = sum[c]! / count;
-      spread[c] = Math.sqrt(Math.max(4, sq[c]! / count - mean[c]! ** 2));
-    }
-  }
-  const off = scratch("off", n).fill(0);
-  for (let i = 0; i < n; i++) {
-    if (covered[i] === 0 || features[i] === 1) continue;
-    toYCbCr(target, i * 3);
-    if (!skinLike(mean, spread, 5)) off[i] = 1;
-  }
-  // A lone outlier (a freckle, a highlight, codec noise) is not an occluder: only clusters count.
-  const clustered = boxBlur(off, scratch("offBlur", n), w, h, 1, Math.max(1, Math.round(faceSize * 0.015)));
-  for (let i = 0; i < n; i++) off[i] = covered[i] === 1 && clustered[i]! > 0.5 ? 1 : 0;
-  keepOccluders(off, covered, keep, w, h, OCCLUDER_AREA * faceSize * faceSize);
-  return off;
-}
-
-// A hand, a glass or hair in front of the face comes in from outside it: its not-skin region reaches
-// the face's edge and is large. Make-up, tattoos and moles sit inside the face, apart from its edge
-// (a clown's dark marks around the eyes and on the cheeks): those are the target's skin, replaced.
-const OCCLUDER_AREA = 0.03;
-
-/**
- * Marks in `keep` the connected regions of `off` (4-neighbours) that touch the edge of `covered` (a
- * pixel next to an uncovered one or the patch's border) and cover at least `minArea` pixels.
- */
-function keepOccluders(off: Float32Array, covered: Float32Array, keep: Float32Array, w: number, h: number, minArea: number): void {
-  const seen = scratch("offSeen", w * h).fill(0);
-  const members: number[] = [];
-  for (let start = 0; start < w * h; start++) {
-    if (off[start] === 0 || seen[start] !== 0) continue;
-    seen[start] = 1;
-    members.length = 0;
-    members.push(start);
-    let edge = false;
-    // `members` doubles as the queue: everything before `next` has had its neighbours visited.
-    for (let next = 0; next < members.length; next++) {
-      const i = members[next]!, x = i % w;
-      if (x === 0 || x === w - 1 || i < w || i >= w * (h - 1)) {
-        edge = true;
-        continue;
-      }
-      for (const j of [i - 1, i + 1, i - w, i + w]) {
-        if (covered[j] === 0) edge = true;
-        else if (off[j] === 1 && seen[j] === 0) {
-          seen[j] = 1;
-          members.push(j);
-        }
-      }
-    }
-    if (edge && members.length >= minArea) for (const i of members) keep[i] = 1;
-  }
-}
-
 /** 1 on the eye openings, outer lips and brows of `mesh` in the patch, 0 elsewhere (in scratch buffer `name`). */
 function featureMask(name: string, mesh: Float32Array, x0: number, y0: number, w: number, h: number): Float32Array {
   const mask = scratch(name, w * h).fill(0);
   for (const polygon of FEATURE_OUTLINES) fillPolygon(mask, w, h, mesh, polygon, x0, y0, 1);
   return mask;
-}
-
-/** Whether the colour in `ycbcr` lies within `k` spreads of the skin model (chroma, and luma at twice that). */
-function skinLike(mean: number[], spread: number[], k: number): boolean {
-  const dy = (ycbcr[0] - mean[0]!) / spread[0]!, dcb = (ycbcr[1] - mean[1]!) / spread[1]!, dcr = (ycbcr[2] - mean[2]!) / spread[2]!;
-  return dcb * dcb + dcr * dcr <= k * k && Math.abs(dy) <= 2 * k;
 }
 
 // The source's outline and, where its head is turned, the points beyond it lie on or past the edge of
@@ -687,7 +699,7 @@ function pyramid(source: SourceFace): Level[] {
   return levels;
 }
 
-const ycbcr: [number, number, number] = [0, 0, 0];
+export const ycbcr: [number, number, number] = [0, 0, 0];
 
 /**
  * Moves the new face's low frequencies to the target's: each of Y, Cb and Cr of both is blurred over
@@ -736,73 +748,48 @@ function relight(
     const sy = field[i * 8]! / ws, ty = field[i * 8 + 4]! / wt;
     toYCbCr(warped, i * 3);
     const ratio = Math.min(5, Math.max(0.2, (ty + 1) / (sy + 1)));
-    ycbcr[0] *= 1 + style.light * (ratio - 1);
-    for (let c = 1; c < 3; c++) {
-      const own = field[i * 8 + c]! / ws;
-      ycbcr[c] = own + style.chromaDetail * (ycbcr[c]! - own) + style.chroma * (field[i * 8 + 4 + c]! / wt - own);
+    const gain = 1 + style.light * (ratio - 1);
+    const skin = fromSkin[i]!;
+    // The source's specular highlights (a lit nose tip, forehead) are its light, not its face: on
+    // skin, luma above the local level is compressed past HIGHLIGHT.
+    const level = sy * HIGHLIGHT;
+    if (skin > 0 && ycbcr[0] > level) ycbcr[0] -= skin * (1 - HIGHLIGHT_KEEP) * (ycbcr[0] - level);
+    ycbcr[0] *= gain;
+    const ownCb = field[i * 8 + 1]! / ws, ownCr = field[i * 8 + 2]! / ws;
+    let dCb = ycbcr[1] - ownCb, dCr = ycbcr[2] - ownCr;
+    // On skin, chroma detail toward grey (less of the skin's own colour) is the same highlight's:
+    // kept, it turns blue-mauve once the luma under it drops to the target's.
+    const norm = Math.hypot(ownCb, ownCr);
+    if (skin > 0 && norm > 1e-3) {
+      const along = (dCb * ownCb + dCr * ownCr) / norm;
+      if (along < 0) {
+        dCb -= (skin * along * ownCb) / norm;
+        dCr -= (skin * along * ownCr) / norm;
+      }
     }
+    // The detail scales with the luma under it, so the new face's colour keeps its saturation.
+    const detail = gain * (skin * SKIN_CHROMA_DETAIL + (1 - skin) * style.chromaDetail);
+    ycbcr[1] = ownCb + detail * dCb + style.chroma * (field[i * 8 + 5]! / wt - ownCb);
+    ycbcr[2] = ownCr + detail * dCr + style.chroma * (field[i * 8 + 6]! / wt - ownCr);
     fromYCbCr(warped, i * 3);
   }
 }
 
-/**
- * Fills the pixels of weight 0 in `values` (3 channels and a weight per pixel) from the weighted ones
- * around them: halvings average the known values (pull), then each level's unknown part takes the
- * bilinear upsampling of the next (push).
- */
-function pushPull(values: Float32Array, w: number, h: number): void {
-  const levels: Array<{ data: Float32Array; w: number; h: number }> = [{ data: values, w, h }];
-  while (levels.at(-1)!.w > 1 || levels.at(-1)!.h > 1) {
-    const fine = levels.at(-1)!;
-    const cw = Math.ceil(fine.w / 2), ch = Math.ceil(fine.h / 2);
-    const data = scratch(`pull${levels.length}`, cw * ch * 4).fill(0);
-    for (let y = 0; y < fine.h; y++) {
-      for (let x = 0; x < fine.w; x++) {
-        const f = (y * fine.w + x) * 4, c = ((y >> 1) * cw + (x >> 1)) * 4;
-        const weight = fine.data[f + 3]!;
-        if (weight === 0) continue;
-        for (let k = 0; k < 3; k++) data[c + k]! += fine.data[f + k]! * weight;
-        data[c + 3]! += weight;
-      }
-    }
-    for (let i = 0; i < cw * ch; i++) {
-      const weight = data[i * 4 + 3]!;
-      if (weight === 0) continue;
-      for (let k = 0; k < 3; k++) data[i * 4 + k]! /= weight;
-      data[i * 4 + 3] = Math.min(1, weight);
-    }
-    levels.push({ data, w: cw, h: ch });
-  }
-  for (let l = levels.length - 2; l >= 0; l--) {
-    const fine = levels[l]!, coarse = levels[l + 1]!;
-    for (let y = 0; y < fine.h; y++) {
-      const cy = Math.min(coarse.h - 1, Math.max(0, (y + 0.5) / 2 - 0.5));
-      const iy = Math.min(coarse.h - 2, Math.floor(cy)), fy = coarse.h > 1 ? cy - Math.max(0, iy) : 0;
-      for (let x = 0; x < fine.w; x++) {
-        const f = (y * fine.w + x) * 4;
-        const weight = fine.data[f + 3]!;
-        if (weight >= 1) continue;
-        const cx = Math.min(coarse.w - 1, Math.max(0, (x + 0.5) / 2 - 0.5));
-        const ix = Math.min(coarse.w - 2, Math.floor(cx)), fx = coarse.w > 1 ? cx - Math.max(0, ix) : 0;
-        const x0 = Math.max(0, ix), y0 = Math.max(0, iy);
-        const x1 = Math.min(coarse.w - 1, x0 + 1), y1 = Math.min(coarse.h - 1, y0 + 1);
-        for (let k = 0; k < 4; k++) {
-          const top = coarse.data[(y0 * coarse.w + x0) * 4 + k]! * (1 - fx) + coarse.data[(y0 * coarse.w + x1) * 4 + k]! * fx;
-          const bottom = coarse.data[(y1 * coarse.w + x0) * 4 + k]! * (1 - fx) + coarse.data[(y1 * coarse.w + x1) * 4 + k]! * fx;
-          const up = top * (1 - fy) + bottom * fy;
-          fine.data[f + k] = k === 3 ? weight + (1 - weight) * up : fine.data[f + k]! * weight + (1 - weight) * up;
-        }
-      }
-    }
-  }
-}
-
-function toYCbCr(rgb: Float32Array, p: number): void {
+export function toYCbCr(rgb: Float32Array, p: number): void {
   const r = rgb[p]!, g = rgb[p + 1]!, b = rgb[p + 2]!;
   ycbcr[0] = 0.299 * r + 0.587 * g + 0.114 * b;
   ycbcr[1] = -0.168736 * r - 0.331264 * g + 0.5 * b;
   ycbcr[2] = 0.5 * r - 0.418688 * g - 0.081312 * b;
 }
+
+// Share of the source's chroma finer than the relight's blur that stays on its skin (the features
+// keep the style's `chromaDetail`): a coloured light on the source photo changes across the face
+// faster than that blur (a blue-lit nose tip, a warm cheek), and the skin's own fine chroma is small.
+const SKIN_CHROMA_DETAIL = 0.15;
+
+// Luma more than HIGHLIGHT times the source's local level keeps HIGHLIGHT_KEEP of the excess.
+const HIGHLIGHT = 1.2;
+const HIGHLIGHT_KEEP = 0.3;
 
 function fromYCbCr(rgb: Float32Array, p: number): void {
   const [y, cb, cr] = ycbcr;
@@ -816,15 +803,22 @@ function addDetail(to: Float32Array, from: Float32Array, w: number, h: number, a
   const blurred = boxBlur(from, scratch("detail", from.length), w, h, 3, radius);
   for (let i = 0; i < to.length; i++) to[i]! += amount * (from[i]! - blurred[i]!);
 }
-
 /**
  * Unsharp mask on luma only (radius 1): the same high-pass of luma added to each channel. Sharpening
  * each channel on its own also sharpens the warped source's chroma noise into coloured speckles.
  */
-function sharpenLuma(rgb: Float32Array, w: number, h: number, amount: number): void {
+// The unsharp mask's change of luma saturates at this (smoothly): strong edges (lashes, the lips'
+// line) would otherwise ring with bright and dark halos before fine skin detail came back.
+const SHARPEN_LIMIT = 18;
+// Share of the unsharp mask left off on the features: lashes, the eyes' edges and teeth are sharp
+// already, and sharpened further their single dark or bright pixels became speckles.
+const FEATURE_SHARPEN_DAMP = 0.3;
+
+function sharpenLuma(rgb: Float32Array, w: number, h: number, amount: number, features: Float32Array): void {
   const blurred = boxBlur(rgb, scratch("detail", rgb.length), w, h, 3, 1);
   for (let p = 0; p < rgb.length; p += 3) {
-    const d = amount * (0.299 * (rgb[p]! - blurred[p]!) + 0.587 * (rgb[p + 1]! - blurred[p + 1]!) + 0.114 * (rgb[p + 2]! - blurred[p + 2]!));
+    const high = amount * (1 - FEATURE_SHARPEN_DAMP * features[p / 3]!) * (0.299 * (rgb[p]! - blurred[p]!) + 0.587 * (rgb[p + 1]! - blurred[p + 1]!) + 0.114 * (rgb[p + 2]! - blurred[p + 2]!));
+    const d = SHARPEN_LIMIT * Math.tanh(high / SHARPEN_LIMIT);
     rgb[p]! += d;
     rgb[p + 1]! += d;
     rgb[p + 2]! += d;
@@ -833,11 +827,11 @@ function sharpenLuma(rgb: Float32Array, w: number, h: number, amount: number): v
 
 /**
  * Opacity from the covered area: blurred twice, then only its inner half kept, so the face fades in
- * over `radius` pixels inside its outline and never bleeds outside it.
+ * over `radius` pixels inside its outline and never bleeds outside it. Into scratch buffer `name`.
  */
-function featherMask(covered: Float32Array, w: number, h: number, radius: number): Float32Array {
-  const once = boxBlur(covered, scratch("feather1", covered.length), w, h, 1, radius);
-  const blurred = boxBlur(once, scratch("feather2", covered.length), w, h, 1, radius);
+function featherMask(covered: Float32Array, w: number, h: number, radius: number, name: string): Float32Array {
+  const once = boxBlur(covered, scratch("feather", covered.length), w, h, 1, radius);
+  const blurred = boxBlur(once, scratch(name, covered.length), w, h, 1, radius);
   for (let i = 0; i < blurred.length; i++) {
     const t = Math.min(1, Math.max(0, (blurred[i]! - 0.5) * 2));
     blurred[i] = t * t * (3 - 2 * t);
@@ -845,8 +839,13 @@ function featherMask(covered: Float32Array, w: number, h: number, radius: number
   return blurred;
 }
 
-/** Separable box blur into `out` with running sums (edges clamped), any number of interleaved channels. */
-function boxBlur(input: Float32Array, out: Float32Array, w: number, h: number, channels: number, radius: number): Float32Array {
+/**
+ * Separable box blur into `out` with running sums (edges clamped), any number of interleaved channels.
+ * A fractional `radius` weights the two samples just past its whole part by its fraction: the radii
+ * follow the face's size, and rounded they jumped a pixel between frames of a face whose size sat
+ * at a step, which showed as the edge's feather and the light field shimmering.
+ */
+export function boxBlur(input: Float32Array, out: Float32Array, w: number, h: number, channels: number, radius: number): Float32Array {
   const tmp = scratch("blur", input.length);
   blurLines(input, tmp, h, w, channels, radius, w * channels, channels);
   blurLines(tmp, out, w, h, channels, radius, channels, w * channels);
@@ -864,20 +863,19 @@ function blurLines(
   lineStride: number,
   step: number,
 ): void {
-  const norm = 1 / (2 * radius + 1);
+  const whole = Math.floor(radius), part = radius - whole;
+  const norm = 1 / (2 * whole + 1 + 2 * part);
   const last = length - 1;
   for (let line = 0; line < lines; line++) {
     for (let c = 0; c < channels; c++) {
       const base = line * lineStride + c;
-      const first = input[base]!;
-      const end = input[base + last * step]!;
       let acc = 0;
-      for (let i = -radius; i <= radius; i++) acc += input[base + (i < 0 ? 0 : i > last ? last : i) * step]!;
+      for (let i = -whole; i <= whole; i++) acc += input[base + (i < 0 ? 0 : i > last ? last : i) * step]!;
       for (let i = 0; i < length; i++) {
-        out[base + i * step] = acc * norm;
-        const add = i + radius + 1;
-        const drop = i - radius;
-        acc += (add > last ? end : input[base + add * step]!) - (drop < 0 ? first : input[base + drop * step]!);
+        const below = i - whole - 1, above = i + whole + 1, drop = i - whole;
+        const next = input[base + (above > last ? last : above) * step]!;
+        out[base + i * step] = (acc + part * (input[base + (below < 0 ? 0 : below) * step]! + next)) * norm;
+        acc += next - input[base + (drop < 0 ? 0 : drop) * step]!;
       }
     }
   }

@@ -1,5 +1,6 @@
 import { parentPort } from "node:worker_threads";
-import type { Config, FaceResult } from "@vladmandic/human";
+import type { Config, FaceResult, Tensor } from "@vladmandic/human";
+import { HandFinder } from "./hands.js";
 import { loadHuman } from "./human.js";
 import type { FaceData, WorkerReply, WorkerRequest } from "./protocol.js";
 import { swapFace, type SourceFace } from "./swap.js";
@@ -10,7 +11,9 @@ import { swapFace, type SourceFace } from "./swap.js";
  */
 const port = parentPort!;
 const human = await loadHuman();
-const held = new Map<string, { pixels: Uint8Array; width: number; height: number }>();
+const hands = new HandFinder(human);
+/** Frames between detect and finish, with the keypoints of the hands found in them. */
+const held = new Map<string, { pixels: Uint8Array; width: number; height: number; hands: Float32Array[] }>();
 const sources = new Map<number, SourceFace[]>();
 
 function toFaceData(face: FaceResult): FaceData {
@@ -33,7 +36,7 @@ async function faces(
   pixels: Uint8Array,
   width: number,
   height: number,
-  options: { describe: boolean; video: boolean; minConfidence?: number },
+  options: { describe: boolean; video: boolean; minConfidence?: number; hands?: (frame: Tensor, faces: FaceData[]) => Promise<void> },
 ) {
   const tensor = human.tf.tensor3d(pixels, [height, width, 3], "int32");
   try {
@@ -41,10 +44,13 @@ async function faces(
     // Each call sets every option it depends on: Human merges a call's config into its own.
     const config = {
       cacheSensitivity: options.video ? VIDEO_CACHE_SENSITIVITY : 0,
-      face: { detector, description: { enabled: options.describe } },
+      face: { enabled: true, detector, description: { enabled: options.describe } },
+      hand: { enabled: false },
     } as Partial<Config>;
     const result = await human.detect(tensor, config);
-    return result.face.filter((face) => face.mesh.length > 0).map(toFaceData);
+    const found = result.face.filter((face) => face.mesh.length > 0).map(toFaceData);
+    await options.hands?.(tensor, found);
+    return found;
   } finally {
     human.tf.dispose(tensor);
   }
@@ -60,20 +66,24 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
   switch (request.type) {
     case "detect": {
       const pixels = new Uint8Array(request.pixels);
-      held.set(`${request.job}:${request.frame}`, { pixels, width: request.width, height: request.height });
-      return { value: await faces(pixels, request.width, request.height, { describe: false, video: true }) };
+      const frame = { pixels, width: request.width, height: request.height, hands: [] as Float32Array[] };
+      held.set(`${request.job}:${request.frame}`, frame);
+      const found = async (tensor: Tensor, faces: FaceData[]) => {
+        frame.hands = await hands.find(tensor, frame, faces.map((face) => face.box));
+      };
+      return { value: await faces(pixels, request.width, request.height, { describe: false, video: true, hands: found }) };
     }
     case "describe": {
       const { pixels, width, height } = heldFrame(request.job, request.frame);
       return { value: await faces(pixels, width, height, { describe: true, video: true }) };
     }
     case "finish": {
-      const { pixels, width, height } = heldFrame(request.job, request.frame);
+      const { pixels, width, height, hands: handPoints } = heldFrame(request.job, request.frame);
       held.delete(`${request.job}:${request.frame}`);
       const jobSources = sources.get(request.job) ?? [];
       for (const target of request.targets) {
         const source = jobSources[target.source];
-        if (source) swapFace(pixels, width, height, target.mesh, target.depth, target.neutral, source, human.faceTriangulation, request.style);
+        if (source) swapFace(pixels, width, height, target.mesh, target.depth, target.neutral, source, human.faceTriangulation, request.style, handPoints);
       }
       return { value: pixels.buffer, transfer: [pixels.buffer as ArrayBuffer] };
     }

@@ -1,0 +1,215 @@
+import { scratch } from "./scratch.js";
+import { boxBlur, fillPolygon, toYCbCr, ycbcr } from "./swap.js";
+
+/** Where a face's patch lies in the frame, and the face's size (pixels). */
+export interface PatchPlace {
+  x0: number;
+  y0: number;
+  w: number;
+  h: number;
+  faceSize: number;
+}
+
+/**
+ * Marks in `keep` the covered pixels whose colour is far from the target's skin and that come in from
+ * its edge (see keepOccluders): a glass in front of the face, hair over the forehead, background the
+ * mesh reaches on a turned head. Returns all the clusters of such pixels (make-up too), or nothing
+ * when the face shows too little skin to tell. The skin model is the covered pixels' mean and spread
+ * in YCbCr (outliers trimmed once), `hand` (see handMask) left out of it and of the clusters, which
+ * only the face's own edge, not a hand's, makes occluders; the brows and lips, which are not
+ * skin-coloured but belong to the face, are never marked.
+ */
+export function occlusion(
+  target: Float32Array,
+  covered: Float32Array,
+  keep: Float32Array,
+  features: Float32Array,
+  { w, h, faceSize }: PatchPlace,
+  hand: Float32Array,
+): Float32Array | undefined {
+  const n = w * h;
+  const skin = colourModel(target, n, (i) => covered[i] === 1 && features[i] === 0 && hand[i] === 0, 2, 2.5);
+  if (!skin) return undefined;
+  const { mean, spread } = skin;
+  const off = scratch("off", n).fill(0);
+  for (let i = 0; i < n; i++) {
+    if (covered[i] === 0 || features[i] === 1 || hand[i] === 1) continue;
+    toYCbCr(target, i * 3);
+    if (!skinLike(mean, spread, 5)) off[i] = 1;
+  }
+  // A lone outlier (a freckle, a highlight, codec noise) is not an occluder: only clusters count.
+  const clustered = boxBlur(off, scratch("offBlur", n), w, h, 1, Math.max(1, Math.round(faceSize * 0.015)));
+  for (let i = 0; i < n; i++) off[i] = covered[i] === 1 && clustered[i]! > 0.5 ? 1 : 0;
+  keepOccluders(off, covered, keep, w, h, OCCLUDER_AREA * faceSize * faceSize);
+  return off;
+}
+
+// A hand, a glass or hair in front of the face comes in from outside it: its not-skin region reaches
+// the face's edge and is large. Make-up, tattoos and moles sit inside the face, apart from its edge
+// (a clown's dark marks around the eyes and on the cheeks): those are the target's skin, replaced.
+const OCCLUDER_AREA = 0.03;
+
+/**
+ * Marks in `keep` the connected regions of `off` (4-neighbours) that touch the edge of `covered` (a
+ * pixel next to an uncovered one or the patch's border) and cover at least `minArea` pixels.
+ */
+function keepOccluders(off: Float32Array, covered: Float32Array, keep: Float32Array, w: number, h: number, minArea: number): void {
+  const seen = scratch("offSeen", w * h).fill(0);
+  const members: number[] = [];
+  for (let start = 0; start < w * h; start++) {
+    if (off[start] === 0 || seen[start] !== 0) continue;
+    seen[start] = 1;
+    members.length = 0;
+    members.push(start);
+    let edge = false;
+    // `members` doubles as the queue: everything before `next` has had its neighbours visited.
+    for (let next = 0; next < members.length; next++) {
+      const i = members[next]!, x = i % w;
+      if (x === 0 || x === w - 1 || i < w || i >= w * (h - 1)) {
+        edge = true;
+        continue;
+      }
+      for (const j of [i - 1, i + 1, i - w, i + w]) {
+        if (covered[j] === 0) edge = true;
+        else if (off[j] === 1 && seen[j] === 0) {
+          seen[j] = 1;
+          members.push(j);
+        }
+      }
+    }
+    if (edge && members.length >= minArea) for (const i of members) keep[i] = 1;
+  }
+}
+
+/**
+ * Mean and spread in YCbCr of the pixels of `target` (rgb floats, `n` pixels) that `include` picks,
+ * those past `trim` spreads left out in each of `rounds` - 1 further rounds; nothing when fewer than 32
+ * pixels are left to tell.
+ */
+function colourModel(target: Float32Array, n: number, include: (i: number) => boolean, rounds: number, trim: number): { mean: number[]; spread: number[] } | undefined {
+  const mean = [0, 0, 0], spread = [Infinity, Infinity, Infinity];
+  for (let round = 0; round < rounds; round++) {
+    const sum = [0, 0, 0], sq = [0, 0, 0];
+    let count = 0;
+    for (let i = 0; i < n; i++) {
+      if (!include(i)) continue;
+      toYCbCr(target, i * 3);
+      if (round > 0 && !skinLike(mean, spread, trim)) continue;
+      for (let c = 0; c < 3; c++) {
+        sum[c]! += ycbcr[c]!;
+        sq[c]! += ycbcr[c]! ** 2;
+      }
+      count++;
+    }
+    if (count < 32) return undefined;
+    for (let c = 0; c < 3; c++) {
+      mean[c] = sum[c]! / count;
+      spread[c] = Math.sqrt(Math.max(4, sq[c]! / count - mean[c]! ** 2));
+    }
+  }
+  return { mean, spread };
+}
+
+/** Whether the colour in `ycbcr` lies within `k` spreads of the skin model (chroma, and luma at twice that). */
+function skinLike(mean: number[], spread: number[], k: number): boolean {
+  const dy = (ycbcr[0] - mean[0]!) / spread[0]!, dcb = (ycbcr[1] - mean[1]!) / spread[1]!, dcr = (ycbcr[2] - mean[2]!) / spread[2]!;
+  return dcb * dcb + dcr * dcr <= k * k && Math.abs(dy) <= 2 * k;
+}
+
+// The hand's bones (MediaPipe hand landmarks: 0 the wrist, then four points up each of the thumb, index,
+// middle, ring and little finger).
+const HAND_BONES = [
+  [0, 1], [1, 2], [2, 3], [3, 4], [0, 5], [5, 6], [6, 7], [7, 8], [9, 10], [10, 11], [11, 12],
+  [13, 14], [14, 15], [15, 16], [0, 17], [17, 18], [18, 19], [19, 20], [5, 9], [9, 13], [13, 17],
+] as const;
+/** The last bone of each finger: its keypoint sits under the nail, short of the tip. */
+const FINGER_TIPS = new Set([4, 8, 12, 16, 20]);
+const TIP_REACH = 1;
+// Half a finger's width is about half the spacing of the knuckles; a little more covers the keypoints'
+// error, so no sliver of the new face is drawn along a finger.
+const FINGER_RADIUS = 0.9;
+
+// The bones drawn this many knuckle spacings wide lie on the hand whatever the keypoints' error: the
+// hand's colour is measured there.
+const CORE_RADIUS = 0.35;
+
+/**
+ * 1 on the patch's pixels under one of `hands` (21 keypoints each, frame pixels) in `target` (the
+ * patch, rgb floats): the convex hull of its keypoints, each fingertip moved TIP_REACH of its last bone
+ * further, and every bone drawn FINGER_RADIUS knuckle spacings wide around it (in scratch buffer
+ * "hands"). The hull also takes the face between the fingers, which a keypoint model this coarse
+ * cannot tell from a finger. Beyond the bones' core (CORE_RADIUS), clusters of pixels far from the
+ * hand's colour there are left out: the hull and the wide bones reached over the target's eye and its
+ * make-up, which then stayed, a dark smear beside the new face's eyes.
+ */
+export function handMask(hands: readonly Float32Array[], target: Float32Array, { x0, y0, w, h, faceSize }: PatchPlace): Float32Array {
+  const mask = scratch("hands", w * h).fill(0);
+  if (hands.length === 0) return mask;
+  for (const keypoints of hands) {
+    const hand = Float32Array.from(keypoints);
+    for (const tip of FINGER_TIPS) {
+      for (const c of [0, 1]) hand[2 * tip + c] = keypoints[2 * tip + c]! + TIP_REACH * (keypoints[2 * tip + c]! - keypoints[2 * (tip - 1) + c]!);
+    }
+    let spacing = 0;
+    for (const [a, b] of [[5, 9], [9, 13], [13, 17]] as const) spacing += Math.hypot(hand[2 * a]! - hand[2 * b]!, hand[2 * a + 1]! - hand[2 * b + 1]!) / 3;
+    fillPolygon(mask, w, h, hand, convexHull(hand), x0, y0, REACH);
+    drawBones(mask, hand, FINGER_RADIUS * spacing + 1, { x0, y0, w, h }, REACH);
+    drawBones(mask, hand, CORE_RADIUS * spacing, { x0, y0, w, h }, CORE);
+  }
+  const n = w * h;
+  const model = colourModel(target, n, (i) => mask[i] === CORE, 3, 2);
+  const like = scratch("handLike", n).fill(0);
+  for (let i = 0; i < n; i++) {
+    if (mask[i] === CORE) like[i] = 1;
+    else if (mask[i] === REACH) {
+      toYCbCr(target, i * 3);
+      if (!model || skinLike(model.mean, model.spread, HAND_COLOUR)) like[i] = 1;
+    }
+  }
+  // A majority over a few pixels decides: a lone pixel off the hand's colour (a shadow between
+  // fingers, a nail's highlight) stays the hand's, a lone one on it beside the face does not, and the
+  // edge that the new face meets is smooth rather than ragged.
+  const majority = boxBlur(like, scratch("handMajority", n), w, h, 1, Math.max(1, faceSize * HAND_SMOOTH));
+  for (let i = 0; i < n; i++) mask[i] = mask[i] === CORE || (mask[i] === REACH && majority[i]! > 0.5) ? 1 : 0;
+  return mask;
+}
+
+const REACH = 1, CORE = 2;
+// Spreads of the hand's colour (chroma; luma twice that) within which a pixel past the core counts as the hand's.
+const HAND_COLOUR = 2.5;
+// Radius of that majority, as a share of the face's size.
+const HAND_SMOOTH = 0.025;
+
+/** Sets `value` on the patch's pixels within `radius` of one of the hand's bones. */
+function drawBones(mask: Float32Array, hand: Float32Array, radius: number, { x0, y0, w, h }: Omit<PatchPlace, "faceSize">, value: number): void {
+  for (const [a, b] of HAND_BONES) {
+    const ax = hand[2 * a]! - x0, ay = hand[2 * a + 1]! - y0, bx = hand[2 * b]! - x0, by = hand[2 * b + 1]! - y0;
+    const dx = bx - ax, dy = by - ay, length2 = Math.max(1e-6, dx * dx + dy * dy);
+    const left = Math.max(0, Math.floor(Math.min(ax, bx) - radius)), right = Math.min(w - 1, Math.ceil(Math.max(ax, bx) + radius));
+    const top = Math.max(0, Math.floor(Math.min(ay, by) - radius)), bottom = Math.min(h - 1, Math.ceil(Math.max(ay, by) + radius));
+    for (let y = top; y <= bottom; y++) {
+      for (let x = left; x <= right; x++) {
+        const px = x + 0.5 - ax, py = y + 0.5 - ay;
+        const t = Math.min(1, Math.max(0, (px * dx + py * dy) / length2));
+        if ((px - t * dx) ** 2 + (py - t * dy) ** 2 <= radius * radius) mask[y * w + x] = value;
+      }
+    }
+  }
+}
+
+/** Indices of the convex hull of `points` (x, y pairs), in order around it (monotone chain). */
+function convexHull(points: Float32Array): number[] {
+  const order = Array.from({ length: points.length / 2 }, (_, i) => i).sort((a, b) => points[2 * a]! - points[2 * b]! || points[2 * a + 1]! - points[2 * b + 1]!);
+  const cross = (o: number, a: number, b: number) =>
+    (points[2 * a]! - points[2 * o]!) * (points[2 * b + 1]! - points[2 * o + 1]!) - (points[2 * a + 1]! - points[2 * o + 1]!) * (points[2 * b]! - points[2 * o]!);
+  const half = (indices: number[]) => {
+    const chain: number[] = [];
+    for (const i of indices) {
+      while (chain.length >= 2 && cross(chain.at(-2)!, chain.at(-1)!, i) <= 0) chain.pop();
+      chain.push(i);
+    }
+    chain.pop();
+    return chain;
+  };
+  return [...half(order), ...half([...order].reverse())];
+}
