@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { isDeepStrictEqual } from "node:util";
 import type { Namespace } from "../../gen/v1/namespace.js";
 import { isAdmin, type Principal } from "../platform/auth.js";
 import { checkBatchSize, settle, type BatchResult } from "../platform/batch.js";
@@ -216,7 +217,7 @@ export class NamespaceService {
       if (fields.has("group_ids")) await repo.addGrants(tx, row.id, "group", dedupe(input.groupIds));
       if (fields.has("remove_user_ids")) await repo.removeGrants(tx, row.id, "user", dedupe(input.removeUserIds));
       if (fields.has("remove_group_ids")) await repo.removeGrants(tx, row.id, "group", dedupe(input.removeGroupIds));
-      const changes: NamespaceFieldChange[] = PLAIN_FIELDS.filter((f) => !sameValue(row[f], after[f])).map((field) => ({
+      const changes: NamespaceFieldChange[] = PLAIN_FIELDS.filter((f) => !isDeepStrictEqual(row[f], after[f])).map((field) => ({
         field,
         before: row[field],
         after: after[field],
@@ -383,10 +384,6 @@ function historyOf(principal: Principal, action: HistoryInput["action"], changes
   return { action, actor: principal.keyId || TOKEN_ACTOR, accountId: principal.accountId, changes };
 }
 
-function sameValue(a: unknown, b: unknown): boolean {
-  return JSON.stringify(a) === JSON.stringify(b);
-}
-
 /** The grant list before and after an update, when the update changed it. */
 function changedGrants(
   before: string[],
@@ -400,7 +397,7 @@ function changedGrants(
   if (fields.has(`remove_${field}`)) removed.forEach((id) => after.delete(id));
   const sortedBefore = [...before].sort();
   const sortedAfter = [...after].sort();
-  return sameValue(sortedBefore, sortedAfter) ? undefined : { field, before: sortedBefore, after: sortedAfter };
+  return isDeepStrictEqual(sortedBefore, sortedAfter) ? undefined : { field, before: sortedBefore, after: sortedAfter };
 }
 
 function parseHistoryCursor(value: unknown): number | undefined {

@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from "node:util";
 import type {
   DeregisterInstanceRequest,
   DeleteServiceRequest,
@@ -309,7 +310,7 @@ export class RegistryService {
 /** An update records a change only when it changed something; isolation is told apart. */
 function changesOfUpdate(before: InstanceView, after: InstanceView): InstanceChange[] {
   if (before.isolate !== after.isolate) return [{ instanceId: after.id, kind: "isolation_changed" }];
-  const same = before.weight === after.weight && JSON.stringify(before.metadata) === JSON.stringify(after.metadata);
+  const same = before.weight === after.weight && isDeepStrictEqual(before.metadata, after.metadata);
   return same ? [] : [{ instanceId: after.id, kind: "updated" }];
 }
 
