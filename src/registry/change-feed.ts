@@ -95,11 +95,6 @@ export class ChangeFeed {
     await this.pulling;
   }
 
-  /** Open watchers on this replica. */
-  get watchers(): number {
-    return this.count;
-  }
-
   /** After a commit that took `revision`: this replica reads it at once, the others on the notice. */
   announce(revision: number | undefined): void {
     if (revision === undefined) return;

@@ -37,7 +37,7 @@ export async function startGrpcServer(router: Router, host: string, port: number
   // own, and the status tells their clients to reconnect elsewhere and resume.
   const closing = new AbortController();
   /** The error a failed call ends with; the Router turns a handler's fault into an RpcError, anything else failed here, around it. */
-  const failure = (method: RoutedMethod, error: unknown, requestId = requestIdOf(undefined)) => {
+  const failure = (method: RoutedMethod, error: unknown, requestId: string) => {
     if (!(error instanceof RpcError)) {
       router.logger.error({ event: "grpc_internal_error", method: method.path, request_id: requestId, err: error }, "unexpected gRPC error");
     }
