@@ -1,4 +1,3 @@
-import { sql } from "kysely";
 import { HEARTBEATS_CHANNEL, NAMESPACES_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
@@ -43,7 +42,6 @@ export class HeartbeatBatcher {
     try {
       const unique = [...new Map(targets.map((t) => [t.instanceId, t])).values()];
       const { outcomes, revision } = await this.db.transaction().execute(async (tx) => {
-        await sql`set local synchronous_commit = off`.execute(tx);
         const outcomes = await renewInstances(tx, unique);
         const revived = outcomes.filter((o) => o.revived).map((o) => ({ instanceId: o.instanceId, kind: "revived" as const }));
         return { outcomes, revision: await recordChanges(tx, revived) };

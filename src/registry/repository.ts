@@ -1,5 +1,5 @@
 import { sql } from "kysely";
-import type { Db } from "../platform/db/database.js";
+import { withoutFlushWait, type Db } from "../platform/db/database.js";
 import type { InstanceChangeKind, InstanceRow, RegistryChangeRow, ServiceRow } from "../platform/db/schema.js";
 
 /** A service as listed: its name and creation time with the live counts of its instances. */
@@ -175,6 +175,9 @@ export async function renewInstances(db: Db, targets: HeartbeatTarget[]): Promis
     set last_heartbeat_at = now(), expires_at = now() + make_interval(secs => i.ttl_seconds), healthy = true
     from prev
     where i.id = prev.id
+      -- A heartbeat lost in a crash costs at most one TTL of health: its transaction (the change
+      -- record included) commits without waiting for the disk.
+      and ${withoutFlushWait}
     returning i.id, prev.namespace, i.expires_at, prev.healthy as was_healthy`.execute(db);
   return result.rows.map((r) => ({
     instanceId: r.id,
