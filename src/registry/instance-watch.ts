@@ -19,6 +19,8 @@ export interface InstanceWatchOptions {
   db: Db;
   feed: ChangeFeed;
   request: WatchInstancesRequest;
+  /** The watched namespace's id, as the access check found it. */
+  namespaceId: string;
   signal: AbortSignal;
   /** Namespaces whose changes may take the watcher's access away. */
   guards: readonly string[];
@@ -97,7 +99,7 @@ export class InstanceWatch {
 
   /** Sends where the watcher starts; returns the revision it covers. */
   private async start(send: (event: WatchEvent) => Promise<void>): Promise<number> {
-    const { db, request } = this.options;
+    const { db, request, namespaceId } = this.options;
     const start = await db
       .transaction()
       .setIsolationLevel("repeatable read")
@@ -110,9 +112,9 @@ export class InstanceWatch {
           const of = { namespace: request.namespace, service: request.service };
           return { revision: state.revision, changes: await changesSince(tx, after, state.revision - after, of) };
         }
-        const namespace = await tx.selectFrom("namespaces").select("id").where("name", "=", request.namespace).executeTakeFirst();
-        const instances = namespace ? await listInstances(tx, namespace.id, request.service, request.healthyOnly) : [];
-        return { revision: state.revision, snapshot: instances };
+        // Should the namespace go meanwhile, its instances went with it: the list is empty, and the
+        // access check that its deletion triggers ends the stream.
+        return { revision: state.revision, snapshot: await listInstances(tx, namespaceId, request.service, request.healthyOnly) };
       });
     if (start.snapshot) {
       for (const instance of start.snapshot) this.visible.add(instance.id);

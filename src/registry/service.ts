@@ -222,12 +222,13 @@ export class RegistryService {
     checkName(violations, "namespace", request.namespace);
     checkServiceName(violations, request.service);
     violations.throwIfAny();
-    await this.mayRead(principal, request.namespace);
+    const namespaceId = await this.mayRead(principal, request.namespace);
     const token = principal.namespace === undefined ? undefined : (await this.namespaces.get(principal.namespace))?.token;
     const watch = new InstanceWatch({
       db: this.db,
       feed: this.feed,
       request,
+      namespaceId,
       signal,
       checkAccess: async () => {
         await this.mayRead(principal, request.namespace);
