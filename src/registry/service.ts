@@ -105,7 +105,7 @@ export class RegistryService {
     this.mayWrite(principal, request.namespace);
     await this.write(request.namespace, async (tx, namespaceId) => {
       const instance = await this.instanceOrThrow(tx, namespaceId, request);
-      return { value: undefined, changes: [{ instanceId: instance.id, kind: "deregistered" }], before: () => repo.deleteInstance(tx, instance.id) };
+      return { value: undefined, changes: [{ instanceId: instance.id, kind: "deregistered" }], deletion: () => repo.deleteInstance(tx, instance.id) };
     });
   }
 
@@ -204,7 +204,7 @@ export class RegistryService {
       return {
         value: undefined,
         changes: ids.map((instanceId): InstanceChange => ({ instanceId, kind: "deregistered" })),
-        before: async () => {
+        deletion: async () => {
           if (!(await repo.deleteService(tx, namespaceId, request.service))) {
             throw serviceNotFound(request.namespace, request.service);
           }
@@ -243,20 +243,20 @@ export class RegistryService {
 
   /**
    * Runs a change in one transaction that holds the namespace (so it cannot be deleted meanwhile),
-   * records the instance changes it made (then runs `before`, a deletion that must see the rows
-   * first), tells every replica's namespace cache that its counts changed and the change feeds
-   * that there is a new revision.
+   * records the instance changes it made, then runs its `deletion` (recording reads the rows a
+   * change names, so what it deletes must still be there), tells every replica's namespace cache
+   * that its counts changed and the change feeds that there is a new revision.
    */
   private async write<T>(
     namespace: string,
-    change: (tx: Db, namespaceId: string) => Promise<{ value: T; changes: InstanceChange[]; before?: () => Promise<void> }>,
+    change: (tx: Db, namespaceId: string) => Promise<{ value: T; changes: InstanceChange[]; deletion?: () => Promise<void> }>,
   ): Promise<T> {
     const { value, revision } = await this.db.transaction().execute(async (tx) => {
       const namespaceId = await repo.lockNamespaceShared(tx, namespace);
       if (!namespaceId) throw namespaceNotFound(namespace);
-      const { value, changes, before } = await change(tx, namespaceId);
+      const { value, changes, deletion } = await change(tx, namespaceId);
       const revision = await repo.recordChanges(tx, changes);
-      await before?.();
+      await deletion?.();
       return { value, revision };
     });
     this.namespaces.invalidate(namespace);
