@@ -1,3 +1,4 @@
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code } from "../src/client/index.js";
 import { InstanceChangeKind, type WatchInstancesResponse } from "../gen/v1/registry_service.js";
@@ -132,6 +133,20 @@ describe("WatchInstances", () => {
     const deleted = await onDoomed.end();
     expect(deleted.code).toBe(Code.NOT_FOUND);
     expect(deleted.reason).toBe("NAMESPACE_NOT_FOUND");
+  });
+
+  it("ends with NOT_FOUND when its namespace is deleted without a notice, once the replica's periodic check finds it", async () => {
+    await a.admin.namespaces.createNamespace({ namespace: { name: "silent" } });
+    const onSilent = streamReader(b.admin.registry.watchInstances({ namespace: "silent", service: "api" }));
+    expect((await onSilent.next()).snapshot).toBe(true);
+    // As a writer that died between its commit and its notice would leave it.
+    const client = new pg.Client({ connectionString: databaseUrl });
+    await client.connect();
+    await client.query("delete from namespaces where name = 'silent'");
+    await client.end();
+    const ended = await onSilent.end();
+    expect(ended.code).toBe(Code.NOT_FOUND);
+    expect(ended.reason).toBe("NAMESPACE_NOT_FOUND");
   });
 
   it("with healthy_only, sends changes of instances in its list, entering it or leaving it, and nothing of the others", async () => {

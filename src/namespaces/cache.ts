@@ -90,11 +90,6 @@ export class NamespaceCache {
     return () => this.changeListeners.delete(listener);
   }
 
-  /** Listeners from onChange (namespace watchers) now. */
-  get listeners(): number {
-    return this.changeListeners.size;
-  }
-
   clear(): void {
     this.epoch++;
     this.loading.clear();

@@ -12,10 +12,10 @@ export interface NamespacesModule extends Capability {
 /** Namespaces over an in-memory cache; start() begins the cache's periodic comparison with the database. */
 export function namespacesModule({ config, db, notifications, logger, metrics }: Platform): NamespacesModule {
   const cache = new NamespaceCache(db, notifications, logger);
-  metrics.collected("atrium_namespace_watchers", "Open WatchNamespaces streams on this replica.", "gauge", [], () => [
-    { labels: {}, value: cache.listeners },
-  ]);
   const service = new NamespaceService(db, notifications, cache, config.namespaceHistoryLimit);
+  metrics.collected("atrium_namespace_watchers", "Open WatchNamespaces streams on this replica.", "gauge", [], () => [
+    { labels: {}, value: service.watchers },
+  ]);
   return {
     service,
     cache,

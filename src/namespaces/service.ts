@@ -54,6 +54,7 @@ export interface ListFilters {
 /** Namespace rules: validation, permissions, and writes that keep every replica's cache current. */
 export class NamespaceService {
   private readonly sinceLastPrune = new Map<string, number>();
+  private openWatches = 0;
 
   constructor(
     private readonly db: Db,
@@ -152,8 +153,18 @@ export class NamespaceService {
   }
 
   /** Streams every namespace, then each change, to `send` until `signal` aborts. */
-  watch(signal: AbortSignal, send: (event: NamespaceEvent) => Promise<void>): Promise<void> {
-    return watchNamespaces(this.cache, signal, send);
+  async watch(signal: AbortSignal, send: (event: NamespaceEvent) => Promise<void>): Promise<void> {
+    this.openWatches++;
+    try {
+      await watchNamespaces(this.cache, signal, send);
+    } finally {
+      this.openWatches--;
+    }
+  }
+
+  /** Open WatchNamespaces streams on this replica. */
+  get watchers(): number {
+    return this.openWatches;
   }
 
   async list(filters: ListFilters): Promise<{ amount: number; rows: NamespaceView[] }> {

@@ -1,4 +1,5 @@
-import { NAMESPACES_CHANNEL, REGISTRY_CHANNEL } from "../platform/db/channels.js";
+import type { NamespaceCache } from "../namespaces/cache.js";
+import { REGISTRY_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { Logger } from "../platform/logger.js";
@@ -26,6 +27,8 @@ export interface FeedSubscriber {
 export interface ChangeFeedOptions {
   db: Db;
   notifications: Notifications;
+  /** Tells of namespace changes that may take a watcher's access away, including a start-over. */
+  namespaces: NamespaceCache;
   logger: Logger;
   metrics: Metrics;
   /** How often to read changes that no notice announced (a writer that died before its notice), and prune. */
@@ -58,7 +61,7 @@ export class ChangeFeed {
   private readonly checkMs: number;
   private readonly kept: number;
 
-  constructor({ db, notifications, logger, metrics, checkMs, kept }: ChangeFeedOptions) {
+  constructor({ db, notifications, namespaces, logger, metrics, checkMs, kept }: ChangeFeedOptions) {
     this.db = db;
     this.notifications = notifications;
     this.logger = logger;
@@ -67,8 +70,12 @@ export class ChangeFeed {
     notifications.on(REGISTRY_CHANNEL, (revision) => {
       if (Number(revision) > this.cursor) this.pull();
     });
-    notifications.on(NAMESPACES_CHANNEL, (name) => {
-      for (const subscriber of this.guarded.get(name) ?? []) subscriber.onNamespaceChanged(name);
+    // Through the namespace cache rather than its channel: a lost notice makes the cache start over,
+    // and then every guarded namespace may have changed.
+    namespaces.onChange((changed) => {
+      for (const name of changed === undefined ? [...this.guarded.keys()] : [changed]) {
+        for (const subscriber of this.guarded.get(name) ?? []) subscriber.onNamespaceChanged(name);
+      }
     });
     notifications.onReconnect(() => this.pull());
     this.periodic = new Periodic(

@@ -11,7 +11,7 @@ import { RegistryService } from "./service.js";
 /** Services and instances; start() begins following changes and sweeping instances whose heartbeats stopped. */
 export function registryModule(platform: Platform, namespaces: NamespaceCache): Capability {
   const { config, db, notifications, logger, metrics } = platform;
-  const feed = new ChangeFeed({ db, notifications, logger, metrics, checkMs: config.cacheCheckMs, kept: config.registryChangesKept });
+  const feed = new ChangeFeed({ db, notifications, namespaces, logger, metrics, checkMs: config.cacheCheckMs, kept: config.registryChangesKept });
   const instances = new InstanceCache(db, notifications, feed, logger);
   const heartbeats = new HeartbeatBatcher(db, notifications, feed, instances, logger);
   const service = new RegistryService({ db, notifications, namespaces, heartbeats, feed, instances });
