@@ -1,5 +1,5 @@
+import { boxBlur, fillPolygon, toYCbCr, ycbcr } from "./pixels.js";
 import { scratch } from "./scratch.js";
-import { boxBlur, fillPolygon, toYCbCr, ycbcr } from "./swap.js";
 
 /** Where a face's patch lies in the frame, and the face's size (pixels). */
 export interface PatchPlace {
