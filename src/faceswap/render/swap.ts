@@ -25,8 +25,8 @@ export interface StyleParams {
   /** How far its low-frequency chroma moves to the target's (0..1); a coloured light on the source photo goes with it. */
   chroma: number;
   /**
-   * Share of the new face's chroma finer than that blur that stays: a coloured light on the source
-   * photo changes faster across the face than any blur that keeps its features apart.
+   * Share of the new face's chroma finer than that blur that stays off its skin, on its features (eyes,
+   * brows, lips); its skin keeps SKIN_CHROMA_DETAIL whatever the style (see relight).
    */
   chromaDetail: number;
   /** Blur radius of that low frequency as a share of the face's size. */
@@ -765,10 +765,7 @@ function addDetail(to: Float32Array, from: Float32Array, w: number, h: number, a
   const blurred = boxBlur(from, scratch("detail", from.length), w, h, 3, radius);
   for (let i = 0; i < to.length; i++) to[i]! += amount * (from[i]! - blurred[i]!);
 }
-/**
- * Unsharp mask on luma only (radius 1): the same high-pass of luma added to each channel. Sharpening
- * each channel on its own also sharpens the warped source's chroma noise into coloured speckles.
- */
+
 // The unsharp mask's change of luma saturates at this (smoothly): strong edges (lashes, the lips'
 // line) would otherwise ring with bright and dark halos before fine skin detail came back.
 const SHARPEN_LIMIT = 18;
@@ -776,6 +773,10 @@ const SHARPEN_LIMIT = 18;
 // already, and sharpened further their single dark or bright pixels became speckles.
 const FEATURE_SHARPEN_DAMP = 0.3;
 
+/**
+ * Unsharp mask on luma only (radius 1): the same high-pass of luma added to each channel. Sharpening
+ * each channel on its own also sharpens the warped source's chroma noise into coloured speckles.
+ */
 function sharpenLuma(rgb: Float32Array, w: number, h: number, amount: number, features: Float32Array): void {
   const blurred = boxBlur(rgb, scratch("detail", rgb.length), w, h, 3, 1);
   for (let p = 0; p < rgb.length; p += 3) {
