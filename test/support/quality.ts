@@ -500,8 +500,6 @@ function noseTint(image: RgbImage, mesh: Float32Array): number {
 const MIN_MARKS = 0.01;
 
 interface Marks {
-  /** 1 on the features (grown), see featureMask. */
-  features: Uint8Array;
   /** 1 on the input's marks: darker by 30 than the face around them (r < 0.85), off the features. */
   dark: Uint8Array;
   /** Blur radius of "the face around". */
@@ -527,7 +525,7 @@ function inputMarks(before: RgbImage, reg: Region, mesh: Float32Array): Marks {
       count++;
     }
   }
-  return { features, dark, radius, enough: count >= MIN_MARKS * n };
+  return { dark, radius, enough: count >= MIN_MARKS * n };
 }
 
 function marksKept(after: RgbImage, reg: Region, marks: Marks): number {
