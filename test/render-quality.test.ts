@@ -215,7 +215,9 @@ describe("rendered faces", () => {
       const medians = { ...scores[0]!, ...summary };
       expect(failures(medians, ["speckles", "seam", "sharpness", "flicker", "colourStep", "tone", "tint"]), text).toEqual([]);
       expect(summary.sharpness, `median sharpness\n${text}`).toBeGreaterThanOrEqual(SHARPNESS_MEDIAN.min);
-      // The pan's left face wears clown make-up (dark marks around the eyes and on the cheeks).
+      // The pan's left face wears clown make-up (dark marks around the eyes and on the cheeks): its marks
+      // must be found there, or the check below would quietly stop running.
+      if (clip.name === "pan") expect(summary.marks, `the pan's make-up found as marks\n${text}`).not.toBeNaN();
       if (!Number.isNaN(summary.marks)) expect(summary.marks, `share of the input's marks kept\n${text}`).toBeLessThan(MARKS_LIMIT.max);
       // v1 keeps the target's skin and light by design (its weaker identity is documented); on the turned
       // head face-api's median then moves by about its re-encoding noise, so v1 answers to faceres only.

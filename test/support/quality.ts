@@ -166,14 +166,18 @@ export class QualityJudge {
   }
 
   /**
-   * Scores every face of `input[f]` against `output[f]` for each f of `frames` (f + 1 must exist, for
-   * flicker). With `sheet`, writes a contact sheet there: a row per frame, input | output per face.
+   * Scores every face of `input[f]` against `output[f]` for each f of `frames` (f + 1 must exist in
+   * both, for flicker; a missing frame throws). With `sheet`, writes a contact sheet there: a row per
+   * frame, input | output per face.
    */
   async judge(input: RgbImage[], output: RgbImage[], frames: number[], sheet?: string): Promise<FaceScore[]> {
+    for (const f of frames) {
+      for (const k of [f, f + 1]) requireFrame(k, { input, output }, `judged frame ${f}${k > f ? " (its next frame, for flicker)" : ""}`);
+    }
     const scores: FaceScore[] = [];
     const tiles: RgbImage[][] = [];
     for (const f of frames) {
-      const [before, after, beforeNext, afterNext] = [input[f]!, output[f]!, input[f + 1] ?? input[f]!, output[f + 1] ?? output[f]!];
+      const [before, after, beforeNext, afterNext] = [input[f]!, output[f]!, input[f + 1]!, output[f + 1]!];
       const faces = await this.faces(before);
       const swapped = await this.faces(after);
       const regions = faces.map((face) => region(face.mesh, before.width, before.height));
@@ -217,6 +221,14 @@ export class QualityJudge {
     const [din, dout] = [await faceApiDescriptor(before, face.box), await faceApiDescriptor(after, face.box)];
     return { faceres, faceApi: descriptorDistance(din, newFace.descriptor) - descriptorDistance(dout, newFace.descriptor) };
   }
+}
+
+/** Throws naming frame `f` and each list's length unless every list in `lists` has it. */
+function requireFrame(f: number, lists: Record<string, readonly unknown[]>, what: string): void {
+  const missing = Object.entries(lists).filter(([, list]) => !(f >= 0 && f < list.length && list[f] !== undefined));
+  if (missing.length === 0) return;
+  const counts = Object.entries(lists).map(([name, list]) => `${name} has ${list.length}`).join(", ");
+  throw new Error(`${what}: frame ${f} missing from ${missing.map(([name]) => name).join(" and ")} (${counts} frames)`);
 }
 
 /** r over a box around the face: 1 on the mesh's outline, scaled about its centre. */
@@ -488,8 +500,6 @@ function noseTint(image: RgbImage, mesh: Float32Array): number {
 const MIN_MARKS = 0.01;
 
 interface Marks {
-  /** 1 on the features (grown), see featureMask. */
-  features: Uint8Array;
   /** 1 on the input's marks: darker by 30 than the face around them (r < 0.85), off the features. */
   dark: Uint8Array;
   /** Blur radius of "the face around". */
@@ -515,7 +525,7 @@ function inputMarks(before: RgbImage, reg: Region, mesh: Float32Array): Marks {
       count++;
     }
   }
-  return { features, dark, radius, enough: count >= MIN_MARKS * n };
+  return { dark, radius, enough: count >= MIN_MARKS * n };
 }
 
 function marksKept(after: RgbImage, reg: Region, marks: Marks): number {
@@ -578,6 +588,7 @@ export async function occluderPaintedOver(
   output: RgbImage[],
   masks: Float32Array[],
 ): Promise<{ share: number; pixels: number }> {
+  for (const f of input.keys()) requireFrame(f, { output, masks }, `input frame ${f}`);
   let painted = 0, pixels = 0;
   for (const [f, before] of input.entries()) {
     const mask = masks[f]!, after = output[f]!;

@@ -31,9 +31,9 @@ export class HandFinder {
       return [];
     }
     this.sinceSearch++;
-    const search = this.following
-      ? this.sinceSearch >= HAND_REDETECT
-      : this.sinceSearch >= HAND_INTERVAL || (moved && this.sinceSearch >= MOTION_INTERVAL);
+    // Motion near a face searches on that frame: a hand coming up to a face is painted over until it
+    // is found. Footage that moves around its faces all the time is searched on every frame.
+    const search = this.following ? this.sinceSearch >= HAND_REDETECT : this.sinceSearch >= HAND_INTERVAL || moved;
     if (!search && !this.following) return [];
     if (search) this.sinceSearch = 0;
     // Human follows the hands it holds (the keypoint model on boxes around them) instead of searching
@@ -90,12 +90,6 @@ export class HandFinder {
  * 15 fps there, every twelfth added 11-13 ms of CPU to each frame.
  */
 const HAND_INTERVAL = 24;
-/**
- * Frames between searches while something moves near a face and no hand is seen: every one, since a
- * hand coming up to a face is painted over until it is found. Footage that moves around its faces all
- * the time is searched on every frame.
- */
-const MOTION_INTERVAL = 1;
 // Around the faces of the panned and zoomed three-person clip 0.02-0.03 of the grid changes by more
 // than 24 between a worker's frames, at 576 and 1080 px; with a hand moving past a face, 0.15.
 const MOTION_GRID = 4;

@@ -1,5 +1,5 @@
+import { boxBlur, fillPolygon, toYCbCr, ycbcr } from "./pixels.js";
 import { scratch } from "./scratch.js";
-import { boxBlur, fillPolygon, toYCbCr, ycbcr } from "./swap.js";
 
 /** Where a face's patch lies in the frame, and the face's size (pixels). */
 export interface PatchPlace {
@@ -144,7 +144,7 @@ const CORE_RADIUS = 0.35;
  */
 export function handMask(hands: readonly Float32Array[], target: Float32Array, { x0, y0, w, h, faceSize }: PatchPlace): Float32Array {
   const mask = scratch("hands", w * h).fill(0);
-  if (hands.length === 0) return mask;
+  let touched = false;
   for (const keypoints of hands) {
     const hand = Float32Array.from(keypoints);
     for (const tip of FINGER_TIPS) {
@@ -152,10 +152,16 @@ export function handMask(hands: readonly Float32Array[], target: Float32Array, {
     }
     let spacing = 0;
     for (const [a, b] of [[5, 9], [9, 13], [13, 17]] as const) spacing += Math.hypot(hand[2 * a]! - hand[2 * b]!, hand[2 * a + 1]! - hand[2 * b + 1]!) / 3;
+    const reach = FINGER_RADIUS * spacing + 1;
+    if (missesPatch(hand, reach, { x0, y0, w, h })) continue;
+    touched = true;
     fillPolygon(mask, w, h, hand, convexHull(hand), x0, y0, REACH);
-    drawBones(mask, hand, FINGER_RADIUS * spacing + 1, { x0, y0, w, h }, REACH);
+    drawBones(mask, hand, reach, { x0, y0, w, h }, REACH);
     drawBones(mask, hand, CORE_RADIUS * spacing, { x0, y0, w, h }, CORE);
   }
+  // Hands at another face of the frame leave this one's mask empty: its colour model and majority
+  // blur, which would keep it empty, are skipped.
+  if (!touched) return mask;
   const n = w * h;
   const model = colourModel(target, n, (i) => mask[i] === CORE, 3, 2);
   const like = scratch("handLike", n).fill(0);
@@ -179,6 +185,16 @@ const REACH = 1, CORE = 2;
 const HAND_COLOUR = 2.5;
 // Radius of that majority, as a share of the face's size.
 const HAND_SMOOTH = 0.025;
+
+/** Whether the hand's keypoints' bounding box, grown by `radius`, lies wholly outside the patch. */
+function missesPatch(hand: Float32Array, radius: number, { x0, y0, w, h }: Omit<PatchPlace, "faceSize">): boolean {
+  let minX = Infinity, minY = Infinity, maxX = -Infinity, maxY = -Infinity;
+  for (let i = 0; i < hand.length; i += 2) {
+    minX = Math.min(minX, hand[i]!); maxX = Math.max(maxX, hand[i]!);
+    minY = Math.min(minY, hand[i + 1]!); maxY = Math.max(maxY, hand[i + 1]!);
+  }
+  return maxX + radius < x0 || minX - radius > x0 + w || maxY + radius < y0 || minY - radius > y0 + h;
+}
 
 /** Sets `value` on the patch's pixels within `radius` of one of the hand's bones. */
 function drawBones(mask: Float32Array, hand: Float32Array, radius: number, { x0, y0, w, h }: Omit<PatchPlace, "faceSize">, value: number): void {

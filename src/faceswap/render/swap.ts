@@ -1,6 +1,7 @@
 import type { StyleVersion } from "../../platform/db/schema.js";
 import { pyramidBlend } from "./blend.js";
 import { handMask, occlusion } from "./occlusion.js";
+import { boxBlur, fillPolygon, fromYCbCr, toYCbCr, ycbcr } from "./pixels.js";
 import { pushPull } from "./push-pull.js";
 import { scratch } from "./scratch.js";
 import { fitSimilarity } from "./similarity.js";
@@ -24,8 +25,8 @@ export interface StyleParams {
   /** How far its low-frequency chroma moves to the target's (0..1); a coloured light on the source photo goes with it. */
   chroma: number;
   /**
-   * Share of the new face's chroma finer than that blur that stays: a coloured light on the source
-   * photo changes faster across the face than any blur that keeps its features apart.
+   * Share of the new face's chroma finer than that blur that stays off its skin, on its features (eyes,
+   * brows, lips); its skin keeps SKIN_CHROMA_DETAIL whatever the style (see relight).
    */
   chromaDetail: number;
   /** Blur radius of that low frequency as a share of the face's size. */
@@ -611,29 +612,6 @@ function rasterise(
   }
 }
 
-/** Sets `value` in the patch mask for pixels inside `polygon` (mesh indices, in order) of `mesh`. */
-export function fillPolygon(mask: Float32Array, w: number, h: number, mesh: Float32Array, polygon: readonly number[], x0: number, y0: number, value: number): void {
-  let minY = Infinity, maxY = -Infinity;
-  for (const i of polygon) {
-    minY = Math.min(minY, mesh[2 * i + 1]! - y0);
-    maxY = Math.max(maxY, mesh[2 * i + 1]! - y0);
-  }
-  const crossings: number[] = [];
-  for (let y = Math.max(0, Math.floor(minY)); y <= Math.min(h - 1, Math.ceil(maxY)); y++) {
-    const py = y + 0.5;
-    crossings.length = 0;
-    for (let k = 0; k < polygon.length; k++) {
-      const p = polygon[k]!, q = polygon[(k + 1) % polygon.length]!;
-      const ax = mesh[2 * p]! - x0, ay = mesh[2 * p + 1]! - y0, bx = mesh[2 * q]! - x0, by = mesh[2 * q + 1]! - y0;
-      if ((ay <= py) !== (by <= py)) crossings.push(ax + ((py - ay) / (by - ay)) * (bx - ax));
-    }
-    crossings.sort((p, q) => p - q);
-    for (let k = 0; k + 1 < crossings.length; k += 2) {
-      for (let x = Math.max(0, Math.ceil(crossings[k]! - 0.5)); x <= Math.min(w - 1, Math.floor(crossings[k + 1]! - 0.5)); x++) mask[y * w + x] = value;
-    }
-  }
-}
-
 /** 1 on the eye openings, outer lips and brows of `mesh` in the patch, 0 elsewhere (in scratch buffer `name`). */
 function featureMask(name: string, mesh: Float32Array, x0: number, y0: number, w: number, h: number): Float32Array {
   const mask = scratch(name, w * h).fill(0);
@@ -698,8 +676,6 @@ function pyramid(source: SourceFace): Level[] {
   pyramids.set(source, levels);
   return levels;
 }
-
-export const ycbcr: [number, number, number] = [0, 0, 0];
 
 /**
  * Moves the new face's low frequencies to the target's: each of Y, Cb and Cr of both is blurred over
@@ -775,13 +751,6 @@ function relight(
   }
 }
 
-export function toYCbCr(rgb: Float32Array, p: number): void {
-  const r = rgb[p]!, g = rgb[p + 1]!, b = rgb[p + 2]!;
-  ycbcr[0] = 0.299 * r + 0.587 * g + 0.114 * b;
-  ycbcr[1] = -0.168736 * r - 0.331264 * g + 0.5 * b;
-  ycbcr[2] = 0.5 * r - 0.418688 * g - 0.081312 * b;
-}
-
 // Share of the source's chroma finer than the relight's blur that stays on its skin (the features
 // keep the style's `chromaDetail`): a coloured light on the source photo changes across the face
 // faster than that blur (a blue-lit nose tip, a warm cheek), and the skin's own fine chroma is small.
@@ -791,22 +760,12 @@ const SKIN_CHROMA_DETAIL = 0.15;
 const HIGHLIGHT = 1.2;
 const HIGHLIGHT_KEEP = 0.3;
 
-function fromYCbCr(rgb: Float32Array, p: number): void {
-  const [y, cb, cr] = ycbcr;
-  rgb[p] = y + 1.402 * cr;
-  rgb[p + 1] = y - 0.344136 * cb - 0.714136 * cr;
-  rgb[p + 2] = y + 1.772 * cb;
-}
-
 /** Adds `amount` times the high-pass of `from` (itself minus its box blur of `radius`) to `to`. */
 function addDetail(to: Float32Array, from: Float32Array, w: number, h: number, amount: number, radius: number): void {
   const blurred = boxBlur(from, scratch("detail", from.length), w, h, 3, radius);
   for (let i = 0; i < to.length; i++) to[i]! += amount * (from[i]! - blurred[i]!);
 }
-/**
- * Unsharp mask on luma only (radius 1): the same high-pass of luma added to each channel. Sharpening
- * each channel on its own also sharpens the warped source's chroma noise into coloured speckles.
- */
+
 // The unsharp mask's change of luma saturates at this (smoothly): strong edges (lashes, the lips'
 // line) would otherwise ring with bright and dark halos before fine skin detail came back.
 const SHARPEN_LIMIT = 18;
@@ -814,6 +773,10 @@ const SHARPEN_LIMIT = 18;
 // already, and sharpened further their single dark or bright pixels became speckles.
 const FEATURE_SHARPEN_DAMP = 0.3;
 
+/**
+ * Unsharp mask on luma only (radius 1): the same high-pass of luma added to each channel. Sharpening
+ * each channel on its own also sharpens the warped source's chroma noise into coloured speckles.
+ */
 function sharpenLuma(rgb: Float32Array, w: number, h: number, amount: number, features: Float32Array): void {
   const blurred = boxBlur(rgb, scratch("detail", rgb.length), w, h, 3, 1);
   for (let p = 0; p < rgb.length; p += 3) {
@@ -837,46 +800,4 @@ function featherMask(covered: Float32Array, w: number, h: number, radius: number
     blurred[i] = t * t * (3 - 2 * t);
   }
   return blurred;
-}
-
-/**
- * Separable box blur into `out` with running sums (edges clamped), any number of interleaved channels.
- * A fractional `radius` weights the two samples just past its whole part by its fraction: the radii
- * follow the face's size, and rounded they jumped a pixel between frames of a face whose size sat
- * at a step, which showed as the edge's feather and the light field shimmering.
- */
-export function boxBlur(input: Float32Array, out: Float32Array, w: number, h: number, channels: number, radius: number): Float32Array {
-  const tmp = scratch("blur", input.length);
-  blurLines(input, tmp, h, w, channels, radius, w * channels, channels);
-  blurLines(tmp, out, w, h, channels, radius, channels, w * channels);
-  return out;
-}
-
-/** Blurs `lines` lines of `length` samples each; `lineStride` and `step` are in array elements. */
-function blurLines(
-  input: Float32Array,
-  out: Float32Array,
-  lines: number,
-  length: number,
-  channels: number,
-  radius: number,
-  lineStride: number,
-  step: number,
-): void {
-  const whole = Math.floor(radius), part = radius - whole;
-  const norm = 1 / (2 * whole + 1 + 2 * part);
-  const last = length - 1;
-  for (let line = 0; line < lines; line++) {
-    for (let c = 0; c < channels; c++) {
-      const base = line * lineStride + c;
-      let acc = 0;
-      for (let i = -whole; i <= whole; i++) acc += input[base + (i < 0 ? 0 : i > last ? last : i) * step]!;
-      for (let i = 0; i < length; i++) {
-        const below = i - whole - 1, above = i + whole + 1, drop = i - whole;
-        const next = input[base + (above > last ? last : above) * step]!;
-        out[base + i * step] = (acc + part * (input[base + (below < 0 ? 0 : below) * step]! + next)) * norm;
-        acc += next - input[base + (drop < 0 ? 0 : drop) * step]!;
-      }
-    }
-  }
 }

@@ -1,0 +1,83 @@
+import { scratch } from "./scratch.js";
+
+/** The colour toYCbCr last converted, and the one fromYCbCr writes back: one shared triple, no allocation per pixel. */
+export const ycbcr: [number, number, number] = [0, 0, 0];
+
+export function toYCbCr(rgb: Float32Array, p: number): void {
+  const r = rgb[p]!, g = rgb[p + 1]!, b = rgb[p + 2]!;
+  ycbcr[0] = 0.299 * r + 0.587 * g + 0.114 * b;
+  ycbcr[1] = -0.168736 * r - 0.331264 * g + 0.5 * b;
+  ycbcr[2] = 0.5 * r - 0.418688 * g - 0.081312 * b;
+}
+
+export function fromYCbCr(rgb: Float32Array, p: number): void {
+  const [y, cb, cr] = ycbcr;
+  rgb[p] = y + 1.402 * cr;
+  rgb[p + 1] = y - 0.344136 * cb - 0.714136 * cr;
+  rgb[p + 2] = y + 1.772 * cb;
+}
+
+/** Sets `value` in the patch mask for pixels inside `polygon` (mesh indices, in order) of `mesh`. */
+export function fillPolygon(mask: Float32Array, w: number, h: number, mesh: Float32Array, polygon: readonly number[], x0: number, y0: number, value: number): void {
+  let minY = Infinity, maxY = -Infinity;
+  for (const i of polygon) {
+    minY = Math.min(minY, mesh[2 * i + 1]! - y0);
+    maxY = Math.max(maxY, mesh[2 * i + 1]! - y0);
+  }
+  const crossings: number[] = [];
+  for (let y = Math.max(0, Math.floor(minY)); y <= Math.min(h - 1, Math.ceil(maxY)); y++) {
+    const py = y + 0.5;
+    crossings.length = 0;
+    for (let k = 0; k < polygon.length; k++) {
+      const p = polygon[k]!, q = polygon[(k + 1) % polygon.length]!;
+      const ax = mesh[2 * p]! - x0, ay = mesh[2 * p + 1]! - y0, bx = mesh[2 * q]! - x0, by = mesh[2 * q + 1]! - y0;
+      if ((ay <= py) !== (by <= py)) crossings.push(ax + ((py - ay) / (by - ay)) * (bx - ax));
+    }
+    crossings.sort((p, q) => p - q);
+    for (let k = 0; k + 1 < crossings.length; k += 2) {
+      for (let x = Math.max(0, Math.ceil(crossings[k]! - 0.5)); x <= Math.min(w - 1, Math.floor(crossings[k + 1]! - 0.5)); x++) mask[y * w + x] = value;
+    }
+  }
+}
+
+/**
+ * Separable box blur into `out` with running sums (edges clamped), any number of interleaved channels.
+ * A fractional `radius` weights the two samples just past its whole part by its fraction: the radii
+ * follow the face's size, and rounded they jumped a pixel between frames of a face whose size sat
+ * at a step, which showed as the edge's feather and the light field shimmering.
+ */
+export function boxBlur(input: Float32Array, out: Float32Array, w: number, h: number, channels: number, radius: number): Float32Array {
+  const tmp = scratch("blur", input.length);
+  blurLines(input, tmp, h, w, channels, radius, w * channels, channels);
+  blurLines(tmp, out, w, h, channels, radius, channels, w * channels);
+  return out;
+}
+
+/** Blurs `lines` lines of `length` samples each; `lineStride` and `step` are in array elements. */
+function blurLines(
+  input: Float32Array,
+  out: Float32Array,
+  lines: number,
+  length: number,
+  channels: number,
+  radius: number,
+  lineStride: number,
+  step: number,
+): void {
+  const whole = Math.floor(radius), part = radius - whole;
+  const norm = 1 / (2 * whole + 1 + 2 * part);
+  const last = length - 1;
+  for (let line = 0; line < lines; line++) {
+    for (let c = 0; c < channels; c++) {
+      const base = line * lineStride + c;
+      let acc = 0;
+      for (let i = -whole; i <= whole; i++) acc += input[base + (i < 0 ? 0 : i > last ? last : i) * step]!;
+      for (let i = 0; i < length; i++) {
+        const below = i - whole - 1, above = i + whole + 1, drop = i - whole;
+        const next = input[base + (above > last ? last : above) * step]!;
+        out[base + i * step] = (acc + part * (input[base + (below < 0 ? 0 : below) * step]! + next)) * norm;
+        acc += next - input[base + (drop < 0 ? 0 : drop) * step]!;
+      }
+    }
+  }
+}
