@@ -1,5 +1,5 @@
 import type { Violations } from "../../platform/errors.js";
-import { checkTemplate, parseTemplate, renderTemplate } from "./custom-template.js";
+import { checkTemplate, renderTemplate } from "./custom-template.js";
 import { discordMessage } from "./discord.js";
 import type { EventView } from "./event-summary.js";
 import { magicHourHeaders, magicHourMessage } from "./magic-hour.js";
@@ -65,6 +65,6 @@ export function renderKind(
       return { body, headers: webhook.secret ? magicHourHeaders(webhook.secret, body, sentAt) : {} };
     }
     case "custom":
-      return { body: JSON.stringify(renderTemplate(parseTemplate(webhook.settings.template ?? "null"), view)), headers: {} };
+      return { body: JSON.stringify(renderTemplate(webhook.settings.template!, view)), headers: {} };
   }
 }
