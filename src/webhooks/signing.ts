@@ -52,7 +52,6 @@ export function livePreviousSecret(row: { previous_secret: string | null; previo
  * `webhook-signature`, one `v1,<base64>` per live secret, space-separated.
  */
 export function signatureHeaders(keys: SigningKeys, deliveryId: string, body: string, sentAt: Date): Record<string, string> {
-  if (!keys.secret) return {};
   if (keys.signature_scheme === "standard-webhooks") {
     const timestamp = String(Math.floor(sentAt.getTime() / 1000));
     const signatures = [keys.secret, keys.previous_secret]

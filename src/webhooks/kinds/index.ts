@@ -59,7 +59,7 @@ export function renderKind(delivery: Pick<ClaimedDelivery, "id" | "body" | "kind
       return { body: JSON.stringify(telegramMessage(view, delivery.settings)), headers: {} };
     case "magic-hour": {
       const body = JSON.stringify(magicHourMessage(view));
-      return { body, headers: delivery.secret ? magicHourHeaders(delivery.secret, body, sentAt) : {} };
+      return { body, headers: magicHourHeaders(delivery.secret, body, sentAt) };
     }
     case "custom":
       return { body: JSON.stringify(renderTemplate(delivery.settings.template!, view)), headers: {} };
