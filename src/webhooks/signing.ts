@@ -24,7 +24,6 @@ export function checkScheme(violations: Violations, scheme: string): void {
   }
 }
 
-/** Standard Webhooks keys are the bytes of the base64 after `whsec_`. */
 export function checkStandardSecret(violations: Violations, secret: string): void {
   if (standardKey(secret) === undefined) {
     violations.add(
@@ -65,6 +64,7 @@ export function signatureHeaders(keys: SigningKeys, deliveryId: string, body: st
   return headers;
 }
 
+/** Standard Webhooks keys are the bytes of the base64 after `whsec_`. */
 function standardKey(secret: string): Buffer | undefined {
   const match = STANDARD_SECRET.exec(secret);
   if (!match) return undefined;
