@@ -6,7 +6,7 @@ export const SIGNATURE_SCHEMES = ["seed", "standard-webhooks"] as const;
 /** How long a replaced secret keeps signing, so receivers can switch without losing a delivery. */
 export const PREVIOUS_SECRET_TTL_MS = 24 * 60 * 60 * 1000;
 /** The default ("seed") scheme's header carrying the replaced secret's signature while it still signs. */
-export const PREVIOUS_SIGNATURE_HEADER = "X-Webhook-Signature-Previous";
+const PREVIOUS_SIGNATURE_HEADER = "X-Webhook-Signature-Previous";
 const STANDARD_SECRET = /^whsec_((?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?)$/;
 const STANDARD_KEY_BYTES = { min: 24, max: 64 };
 
