@@ -157,6 +157,26 @@ describe("kinds", () => {
     expect(http.body.message).toContain(field);
   });
 
+  it.each<[string, { kind: string; settings?: Record<string, string>; signatureScheme?: string; secret?: string }, string[]]>([
+    ["a bad kind", { kind: "teams" }, ["description", "kind"]],
+    [
+      "bad settings and a secret the new scheme refuses",
+      { kind: "slack", settings: { channel: "#ops" }, signatureScheme: "standard-webhooks", secret: "s".repeat(20) },
+      ["description", "settings.channel", "secret"],
+    ],
+  ])("names every bad field of an update in one error: a long description and %s", async (_label, fields, expected) => {
+    const { webhook } = await api().createWebhook({ url: "http://127.0.0.1:9/all-at-once" });
+    const description = "d".repeat(1_001);
+    const grpc = await failure(api().updateWebhook({ webhookId: webhook!.id, description, ...fields }));
+    expect(grpc.code).toBe(Code.INVALID_ARGUMENT);
+    expect(grpc.fieldViolations.map((v) => v.field)).toEqual(expected);
+    const { signatureScheme, ...rest } = fields;
+    const body = { description, ...rest, signature_scheme: signatureScheme };
+    const http = await t.http("PUT", `/api/webhooks/${webhook!.id}`, { token: user.key, body });
+    expect(http.status).toBe(400);
+    expect(http.body.details[0].field_violations.map((v: { field: string }) => v.field)).toEqual(expected);
+  });
+
   it("refuses an update to custom without a template", async () => {
     const { webhook } = await api().createWebhook({ url: "http://127.0.0.1:9/u" });
     const error = await failure(api().updateWebhook({ webhookId: webhook!.id, kind: "custom" }));

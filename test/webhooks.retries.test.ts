@@ -13,7 +13,6 @@ async function attemptsOf(webhookId: string) {
 }
 
 describe("the extended schedule", () => {
-  const HOUR = 3_600_000;
   const SVIX_GAPS_S = [5, 300, 1_800, 7_200, 18_000, 36_000, 36_000];
 
   it("retries for about a day with growing gaps, each within 20 % jitter of Svix's", () => {
@@ -25,9 +24,6 @@ describe("the extended schedule", () => {
       expect(at(i + 1, 0.5)).toBe(gap * 1000);
     });
     expect(at(8, 0.5)).toBeUndefined();
-    const total = SVIX_GAPS_S.reduce((a, b) => a + b, 0) * 1000;
-    expect(total / HOUR).toBeGreaterThan(24);
-    expect(total / HOUR).toBeLessThan(28);
     // The default schedule, for comparison: 1 s, 2 s, 4 s, then over.
     expect([1, 2, 3, 4].map((n) => nextAttemptAt("seed", n, { status: 0 }, 1000, now)?.getTime())).toEqual([1000, 2000, 4000, undefined]);
   });

@@ -1,5 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Code } from "../src/client/index.js";
+import type { Db } from "../src/platform/db/database.js";
+import * as repo from "../src/webhooks/repository.js";
 import { createAccountWithKey } from "./support/accounts.js";
 import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/app.js";
 import { createTestDatabase } from "./support/database.js";
@@ -33,6 +35,25 @@ async function receiver(): Promise<Receiver> {
 }
 
 const api = () => t.client(user.key).webhooks;
+
+/**
+ * Runs `work` in a transaction that is then rolled back: the app's dispatchers never see its rows,
+ * so nothing but `work` can claim a delivery it inserts.
+ */
+async function rolledBack<T>(work: (db: Db) => Promise<T>): Promise<T> {
+  const rollback = new Error("rollback");
+  let result: T | undefined;
+  await t.app.db
+    .transaction()
+    .execute(async (trx) => {
+      result = await work(trx);
+      throw rollback;
+    })
+    .catch((error: unknown) => {
+      if (error !== rollback) throw error;
+    });
+  return result!;
+}
 
 describe("management", () => {
   it("creates with defaults: events ['*'], a generated whsec_ secret, enabled", async () => {
@@ -211,21 +232,33 @@ describe("deliveries", () => {
     expect((await api().getWebhook({ webhookId: webhook!.id })).webhook).toMatchObject({ lastStatus: 200, failureCount: 0, status: "active" });
   });
 
-  it("hands a publish's deliveries to the publishing replica already claimed, first attempt started", async () => {
-    const r = await receiver();
-    const { webhook } = await api().createWebhook({ url: r.url, events: ["request.completed"] });
-    secret = webhook!.secret;
-    const { eventId } = await api().publishEvent({ event: "request.completed", data: { handed: true } });
-    // Read as soon as the publish answers: no claim statement had to find the delivery first.
-    const [row] = await t.app.db
-      .selectFrom("webhook_deliveries")
-      .select(["attempts", "locked_until", "state"])
-      .where("event_id", "=", eventId)
-      .where("webhook_id", "=", webhook!.id)
-      .execute();
-    expect(row!.attempts).toBe(1);
-    expect(row!.state === "delivered" || row!.locked_until !== null).toBe(true);
-    await until(() => r.received.length === 1);
+  it("inserts up to the hand-off limit of a publish's deliveries already claimed, the others pending and unclaimed", async () => {
+    const owner = await createAccountWithKey(t, ["webhooks"]);
+    const { webhook } = await t.client(owner.key).webhooks.createWebhook({ url: "http://127.0.0.1:9/hand-off", events: ["request.completed"] });
+    const event = { accountId: owner.accountId, name: "request.completed", body: "{}", occurredAt: new Date() };
+    const publish = (limit: number) =>
+      rolledBack(async (db) => {
+        const batch = await repo.insertEventsWithDeliveries(db, [event], { limit, leaseMs: 60_000 });
+        const rows = await db
+          .selectFrom("webhook_deliveries")
+          .select(["id", "attempts", "locked_until"])
+          .where("event_id", "=", batch.stored[0]!.eventId)
+          .execute();
+        return { batch, rows, now: new Date() };
+      });
+
+    const handed = await publish(1);
+    expect(handed.batch.stored).toEqual([{ eventId: expect.any(String), deliveries: 1, replayed: false }]);
+    expect(handed.rows).toEqual([{ id: expect.any(String), attempts: 1, locked_until: expect.any(Date) }]);
+    expect(handed.rows[0]!.locked_until!.getTime()).toBeGreaterThan(handed.now.getTime() + 50_000);
+    expect(handed.batch.claimed).toEqual([
+      expect.objectContaining({ id: handed.rows[0]!.id, webhook_id: webhook!.id, attempt: 1, url: webhook!.url, event: "request.completed" }),
+    ]);
+
+    const queued = await publish(0);
+    expect(queued.batch.stored).toEqual([{ eventId: expect.any(String), deliveries: 1, replayed: false }]);
+    expect(queued.batch.claimed).toEqual([]);
+    expect(queued.rows).toEqual([{ id: expect.any(String), attempts: 0, locked_until: null }]);
   });
 
   it("matches subscriptions: '*', the event's name, never disabled webhooks or other accounts", async () => {

@@ -13,7 +13,7 @@ export interface DeliveryRequest {
  * the bytes sent.
  */
 export function deliveryRequest(delivery: ClaimedDelivery, sentAt: Date): DeliveryRequest {
-  const payload = renderKind(delivery, delivery, sentAt);
+  const payload = renderKind(delivery, sentAt);
   const headers: Record<string, string> = {
     "Content-Type": "application/json",
     "User-Agent": "Service-Webhook/1.0",

@@ -148,6 +148,8 @@ export interface StoredEvent {
 
 /** How long an idempotency key holds its event. */
 export const PUBLISH_KEY_TTL_MS = 24 * 60 * 60 * 1000;
+/** Keys claimed before this have expired. */
+const PUBLISH_KEY_CUTOFF = sql<Date>`now() - make_interval(secs => ${PUBLISH_KEY_TTL_MS / 1000})`;
 
 /** Stores the event and one pending delivery per enabled subscriber, in one statement. */
 export async function insertEventWithDeliveries(db: Db, event: NewEvent): Promise<StoredEvent> {
@@ -173,6 +175,9 @@ type ClaimedWebhook = Pick<
   ClaimedDelivery,
   "url" | "secret" | "enabled" | "kind" | "settings" | "signature_scheme" | "previous_secret" | "retry_schedule"
 >;
+/** Those columns, read from `webhooks w`: the replaced secret only while it still signs. */
+const CLAIMED_WEBHOOK_COLUMNS = sql`w.url, w.secret, w.enabled, w.kind, w.settings, w.signature_scheme, w.retry_schedule,
+  case when w.previous_secret_expires_at > now() then w.previous_secret end as previous_secret`;
 
 /**
  * Stores events and one pending delivery per enabled subscriber of each, in one statement: one
@@ -210,9 +215,9 @@ export async function insertEventsWithDeliveries(
       order by account_id, key, seq
       -- An expired claim not yet pruned is taken over; a live one stays (the no-op update returns it).
       on conflict (account_id, key) do update
-        set event_id = case when k.created_at > now() - make_interval(secs => ${PUBLISH_KEY_TTL_MS / 1000})
+        set event_id = case when k.created_at > ${PUBLISH_KEY_CUTOFF}
                             then k.event_id else excluded.event_id end,
-            created_at = case when k.created_at > now() - make_interval(secs => ${PUBLISH_KEY_TTL_MS / 1000})
+            created_at = case when k.created_at > ${PUBLISH_KEY_CUTOFF}
                               then k.created_at else now() end
       returning account_id, key, event_id
     ), fresh as (
@@ -234,9 +239,7 @@ export async function insertEventsWithDeliveries(
     ), counts as (
       select event_id, count(*)::int as deliveries from queued group by event_id
     ), handed as (
-      select q.event_id, q.id as delivery_id, q.webhook_id, w.url, w.secret, w.enabled, w.kind, w.settings,
-             w.signature_scheme, w.retry_schedule,
-             case when w.previous_secret_expires_at > now() then w.previous_secret end as previous_secret
+      select q.event_id, q.id as delivery_id, q.webhook_id, ${CLAIMED_WEBHOOK_COLUMNS}
       from queued q join webhooks w on w.id = q.webhook_id
       where q.handed
     )
@@ -280,7 +283,7 @@ export async function insertEventsWithDeliveries(
 export async function pruneExpiredPublishKeys(db: Db): Promise<number> {
   const { numDeletedRows } = await db
     .deleteFrom("webhook_publish_keys")
-    .where("created_at", "<=", sql<Date>`now() - make_interval(secs => ${PUBLISH_KEY_TTL_MS / 1000})`)
+    .where("created_at", "<=", PUBLISH_KEY_CUTOFF)
     .executeTakeFirst();
   return Number(numDeletedRows);
 }
@@ -343,8 +346,7 @@ export async function claimDueDeliveries(db: Db, limit: number, leaseMs: number)
       from due where d.id = due.id
       returning d.id, d.webhook_id, d.event_id, d.attempts, d.retries
     )
-    select c.id, c.webhook_id, c.attempts as attempt, c.retries, w.url, w.secret, w.enabled, w.kind, w.settings, w.signature_scheme, w.retry_schedule,
-           case when w.previous_secret_expires_at > now() then w.previous_secret end as previous_secret,
+    select c.id, c.webhook_id, c.attempts as attempt, c.retries, ${CLAIMED_WEBHOOK_COLUMNS},
            e.name as event, e.body, e.occurred_at
     from claimed c join webhooks w on w.id = c.webhook_id join webhook_events e on e.id = c.event_id`.execute(db);
   return rows;

@@ -58,7 +58,7 @@ function retryAfterMs(value: string, now: Date): number | undefined {
 }
 
 /** 5xx, 429 and network failures (status 0) are worth trying again; any other answer is final. */
-export function isRetryable(status: number): boolean {
+function isRetryable(status: number): boolean {
   return status === 0 || status === 429 || status >= 500;
 }
 

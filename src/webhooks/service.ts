@@ -91,10 +91,11 @@ export class WebhookService {
     if (request.secret !== undefined) checkSecret(violations, request.secret);
     if (request.signatureScheme !== undefined) checkScheme(violations, request.signatureScheme);
     if (request.retrySchedule !== undefined) checkRetrySchedule(violations, request.retrySchedule);
-    violations.throwIfAny();
+    // Kind and scheme checks depend on the stored webhook: load it first so one error names every bad field.
     const current = await this.get(principal, request.webhookId);
-    const format = kindChange(current, request);
-    checkSchemeSecret(current, request);
+    const format = kindChange(violations, current, request);
+    checkSchemeSecret(violations, current, request);
+    violations.throwIfAny();
     if (request.url !== undefined) await this.checkUrl(request.url);
     const patch: repo.WebhookPatch = {
       url: request.url,
@@ -274,26 +275,26 @@ export class WebhookService {
  * The kind and settings an update leads to, checked together: settings sent replace the old ones;
  * a new kind without settings starts from none (the old kind's settings mean nothing to it).
  */
-function kindChange(current: WebhookRow, request: UpdateWebhookRequest): { kind?: string; settings?: Record<string, string> } {
+function kindChange(
+  violations: Violations,
+  current: WebhookRow,
+  request: UpdateWebhookRequest,
+): { kind?: string; settings?: Record<string, string> } {
   const newSettings = Object.keys(request.settings).length > 0;
   const newKind = request.kind !== undefined && request.kind !== current.kind;
   if (!newSettings && !newKind) return {};
   const kind = request.kind ?? current.kind;
   const settings = newSettings ? request.settings : {};
-  const violations = new Violations();
   checkKind(violations, kind, settings);
-  violations.throwIfAny();
   return { kind, settings };
 }
 
 /** A webhook that ends up on the standard-webhooks scheme needs a secret of that scheme's format. */
-function checkSchemeSecret(current: WebhookRow, request: UpdateWebhookRequest): void {
+function checkSchemeSecret(violations: Violations, current: WebhookRow, request: UpdateWebhookRequest): void {
   if ((request.signatureScheme ?? current.signature_scheme) !== "standard-webhooks") return;
   const changesScheme = request.signatureScheme !== undefined && request.signatureScheme !== current.signature_scheme;
   if (!changesScheme && request.secret === undefined) return;
-  const violations = new Violations();
   checkStandardSecret(violations, request.secret ?? current.secret);
-  violations.throwIfAny();
 }
 
 function checkEvents(violations: Violations, events: string[]): string[] {

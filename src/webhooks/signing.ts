@@ -6,7 +6,7 @@ export const SIGNATURE_SCHEMES = ["seed", "standard-webhooks"] as const;
 /** How long a replaced secret keeps signing, so receivers can switch without losing a delivery. */
 export const PREVIOUS_SECRET_TTL_MS = 24 * 60 * 60 * 1000;
 /** The default ("seed") scheme's header carrying the replaced secret's signature while it still signs. */
-export const PREVIOUS_SIGNATURE_HEADER = "X-Webhook-Signature-Previous";
+const PREVIOUS_SIGNATURE_HEADER = "X-Webhook-Signature-Previous";
 const STANDARD_SECRET = /^whsec_((?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?)$/;
 const STANDARD_KEY_BYTES = { min: 24, max: 64 };
 
@@ -24,7 +24,6 @@ export function checkScheme(violations: Violations, scheme: string): void {
   }
 }
 
-/** Standard Webhooks keys are the bytes of the base64 after `whsec_`. */
 export function checkStandardSecret(violations: Violations, secret: string): void {
   if (standardKey(secret) === undefined) {
     violations.add(
@@ -52,7 +51,6 @@ export function livePreviousSecret(row: { previous_secret: string | null; previo
  * `webhook-signature`, one `v1,<base64>` per live secret, space-separated.
  */
 export function signatureHeaders(keys: SigningKeys, deliveryId: string, body: string, sentAt: Date): Record<string, string> {
-  if (!keys.secret) return {};
   if (keys.signature_scheme === "standard-webhooks") {
     const timestamp = String(Math.floor(sentAt.getTime() / 1000));
     const signatures = [keys.secret, keys.previous_secret]
@@ -66,6 +64,7 @@ export function signatureHeaders(keys: SigningKeys, deliveryId: string, body: st
   return headers;
 }
 
+/** Standard Webhooks keys are the bytes of the base64 after `whsec_`. */
 function standardKey(secret: string): Buffer | undefined {
   const match = STANDARD_SECRET.exec(secret);
   if (!match) return undefined;

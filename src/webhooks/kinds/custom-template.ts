@@ -13,23 +13,23 @@ const PATH = /^(event|timestamp|delivery_id|data(\.[A-Za-z0-9_-]+)*)$/;
  */
 export type Template = unknown;
 
-/** Parses a template, naming what is wrong in `settings.template`; undefined when it does not parse. */
-export function checkTemplate(violations: Violations, text: string | undefined): Template | undefined {
+/** Checks a template, naming what is wrong in `settings.template`. */
+export function checkTemplate(violations: Violations, text: string | undefined): void {
   const field = "settings.template";
   if (text === undefined || text.trim() === "") {
     violations.add(field, "is required for kind custom: a JSON document such as {\"msg\": \"{{event}} for {{data.trace_id}}\"}");
-    return undefined;
+    return;
   }
   if (text.length > TEMPLATE_MAX) {
     violations.add(field, `must be at most ${TEMPLATE_MAX} characters`);
-    return undefined;
+    return;
   }
   let template: unknown;
   try {
     template = JSON.parse(text);
   } catch (error) {
     violations.add(field, `is not valid JSON (${(error as Error).message})`);
-    return undefined;
+    return;
   }
   const problems: string[] = [];
   walkStrings(template, (s) => {
@@ -40,14 +40,25 @@ export function checkTemplate(violations: Violations, text: string | undefined):
     }
   });
   for (const problem of problems.slice(0, 5)) violations.add(field, problem);
-  return problems.length === 0 ? template : undefined;
 }
 
-export function parseTemplate(text: string): Template {
-  return JSON.parse(text);
+/** Parsed templates by their text: a webhook's template is parsed once, not on every delivery. */
+const parsed = new Map<string, Template>();
+const MAX_PARSED = 1_000;
+
+/** The body a checked template gives for an event. */
+export function renderTemplate(text: string, view: EventView): unknown {
+  let template = parsed.get(text);
+  if (template === undefined) {
+    // Bounded: a replica serving more custom templates than this parses some again, nothing worse.
+    if (parsed.size >= MAX_PARSED) parsed.clear();
+    template = JSON.parse(text) as Template;
+    parsed.set(text, template);
+  }
+  return fill(template, view);
 }
 
-export function renderTemplate(template: Template, view: EventView): unknown {
+function fill(template: Template, view: EventView): unknown {
   if (typeof template === "string") {
     const whole = /^\{\{\s*([^{}]*?)\s*\}\}$/.exec(template);
     if (whole) return lookup(view, whole[1]!) ?? null;
@@ -56,9 +67,9 @@ export function renderTemplate(template: Template, view: EventView): unknown {
       return value === undefined ? "" : show(value);
     });
   }
-  if (Array.isArray(template)) return template.map((item) => renderTemplate(item, view));
+  if (Array.isArray(template)) return template.map((item) => fill(item, view));
   if (template !== null && typeof template === "object") {
-    return Object.fromEntries(Object.entries(template).map(([key, value]) => [key, renderTemplate(value, view)]));
+    return Object.fromEntries(Object.entries(template).map(([key, value]) => [key, fill(value, view)]));
   }
   return template;
 }

@@ -1,5 +1,6 @@
 import type { Violations } from "../../platform/errors.js";
-import { checkTemplate, parseTemplate, renderTemplate } from "./custom-template.js";
+import type { ClaimedDelivery } from "../repository.js";
+import { checkTemplate, renderTemplate } from "./custom-template.js";
 import { discordMessage } from "./discord.js";
 import type { EventView } from "./event-summary.js";
 import { magicHourHeaders, magicHourMessage } from "./magic-hour.js";
@@ -45,26 +46,22 @@ export interface KindPayload {
  * The body a receiver of this kind gets for an event. The generic kind sends the stored body
  * untouched (byte for byte what was published); the others reshape its parsed form.
  */
-export function renderKind(
-  webhook: { kind: string; settings: Record<string, string>; secret: string },
-  delivery: { id: string; body: string },
-  sentAt: Date,
-): KindPayload {
-  if (webhook.kind === "generic") return { body: delivery.body, headers: {} };
+export function renderKind(delivery: Pick<ClaimedDelivery, "id" | "body" | "kind" | "settings" | "secret">, sentAt: Date): KindPayload {
+  if (delivery.kind === "generic") return { body: delivery.body, headers: {} };
   const parsed = JSON.parse(delivery.body) as Omit<EventView, "delivery_id">;
   const view: EventView = { ...parsed, data: parsed.data ?? {}, delivery_id: delivery.id };
-  switch (webhook.kind as Exclude<WebhookKind, "generic">) {
+  switch (delivery.kind as Exclude<WebhookKind, "generic">) {
     case "slack":
       return { body: JSON.stringify(slackMessage(view)), headers: {} };
     case "discord":
       return { body: JSON.stringify(discordMessage(view)), headers: {} };
     case "telegram":
-      return { body: JSON.stringify(telegramMessage(view, webhook.settings)), headers: {} };
+      return { body: JSON.stringify(telegramMessage(view, delivery.settings)), headers: {} };
     case "magic-hour": {
       const body = JSON.stringify(magicHourMessage(view));
-      return { body, headers: webhook.secret ? magicHourHeaders(webhook.secret, body, sentAt) : {} };
+      return { body, headers: magicHourHeaders(delivery.secret, body, sentAt) };
     }
     case "custom":
-      return { body: JSON.stringify(renderTemplate(parseTemplate(webhook.settings.template ?? "null"), view)), headers: {} };
+      return { body: JSON.stringify(renderTemplate(delivery.settings.template!, view)), headers: {} };
   }
 }
