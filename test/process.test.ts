@@ -112,6 +112,19 @@ describe("the service process (embedded PostgreSQL)", () => {
     }
   });
 
+  it("refuses a DATA_DIR another running service uses, and leaves that service's database alone", { timeout: 120_000 }, async () => {
+    const first = await start();
+    await first.service.waitForEvent("started");
+    const second = await start();
+    const { code } = await second.service.exited;
+    expect(code).not.toBe(0);
+    expect(second.service.stderr).toContain("is in use by another running service");
+    const read = await fetch(`http://127.0.0.1:${first.httpPort}/v1/namespaces?limit=1`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    expect(read.status).toBe(200);
+    expect(first.service.logs.map((l) => l.event)).not.toContain("db_idle_connection_error");
+    expect(await first.service.terminate()).toEqual({ code: 0, signal: null });
+  });
+
   it("exits with code 2 and names the variable when the configuration is invalid", { timeout: 60_000 }, async () => {
     const { service } = await start({ GRPC_PORT: "abc", HTTP_PORT: "99999", LOG_LEVEL: "loud" });
     const { code } = await service.exited;

@@ -1,6 +1,6 @@
 import { execFileSync, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmodSync, existsSync, statSync } from "node:fs";
+import { chmodSync, existsSync, readFileSync, statSync } from "node:fs";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -168,10 +168,34 @@ async function stopLeftoverServer(clusterDir: string, logger: Logger): Promise<v
     return;
   }
   if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return;
+  // A server whose service was killed is adopted by init (or a subreaper); one whose parent is
+  // still a running node process belongs to a service using this DATA_DIR now, and stopping it
+  // would pull the database out from under that service.
+  const owner = runningOwner(pid);
+  if (owner !== undefined) {
+    throw new Error(
+      `DATA_DIR ${path.dirname(clusterDir)} is in use by another running service (process ${owner}); ` +
+        `stop it first, or give this one its own DATA_DIR or a DATABASE_URL`,
+    );
+  }
   logger.warn({ event: "embedded_postgres_leftover", pid }, "stopping a postgres left running by an earlier process");
   process.kill(pid, "SIGINT");
   for (let waited = 0; waited < 30_000 && isAlive(pid); waited += 50) {
     await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** The node process that started server `pid`, when it is still running. */
+function runningOwner(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // "pid (comm) state ppid …": comm may hold spaces and parentheses, so read from the last ")".
+    const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+    if (!(ppid > 1)) return undefined;
+    const command = readFileSync(`/proc/${ppid}/cmdline`, "utf8").split("\0")[0] ?? "";
+    return path.basename(command).startsWith("node") ? ppid : undefined;
+  } catch {
+    return undefined;
   }
 }
 
