@@ -4,6 +4,7 @@ import { Code } from "../src/client/index.js";
 import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/app.js";
 import { createTestDatabase } from "./support/database.js";
 import { failure, until } from "./support/expect.js";
+import { gauge } from "./support/streams.js";
 
 let databaseUrl: string;
 let a: TestApp;
@@ -82,12 +83,16 @@ describe("ListInstances and ListServices from memory", () => {
   });
 });
 
-describe("blocking queries over HTTP", () => {
+describe("blocking queries", () => {
   const list = (t: TestApp, query = "") => t.http("GET", `/v1/namespaces/block/services/api/instances${query}`, { token: ADMIN_TOKEN });
 
-  it("answer as soon as the index passes the caller's, with the new list and index", async () => {
+  // Every test here lists the service "api" of namespace "block", which starts with one instance.
+  beforeAll(async () => {
     await a.admin.namespaces.createNamespace({ namespace: { name: "block" } });
     await a.admin.registry.registerInstance({ namespace: "block", service: "api", host: "h", port: 1, ttlSeconds: 60 });
+  });
+
+  it("answer as soon as the index passes the caller's, with the new list and index", async () => {
     const first = await list(b);
     const index = Number(first.headers.get("x-atrium-index"));
     expect(index).toBeGreaterThan(0);
@@ -114,6 +119,21 @@ describe("blocking queries over HTTP", () => {
     const blockedServices = b.http("GET", `/v1/namespaces/block/services?index=${servicesIndex}&wait=300s`, { token: ADMIN_TOKEN });
     await a.admin.registry.registerInstance({ namespace: "block", service: "third", host: "h", port: 1, ttlSeconds: 60 });
     expect((await blockedServices).body.services.map((s: { name: string }) => s.name)).toEqual(["api", "other", "third"]);
+  });
+
+  it("free the waiting query when a gRPC caller cancels it", async () => {
+    const index = Number((await list(b)).headers.get("x-atrium-index"));
+    const watchers = () => gauge(b, "atrium_registry_watchers", ADMIN_TOKEN);
+    const before = await watchers();
+    const controller = new AbortController();
+    const blocked = b.admin.registry.listInstances(
+      { namespace: "block", service: "api", index, wait: { seconds: 300, nanos: 0 } },
+      { signal: controller.signal },
+    );
+    await until(async () => (await watchers()) === before + 1);
+    controller.abort();
+    expect((await failure(blocked)).code).toBe(Code.CANCELLED);
+    await until(async () => (await watchers()) === before);
   });
 
   it("answer at the end of the wait with the same list and index when nothing changed", async () => {
