@@ -1,8 +1,7 @@
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { Code } from "../src/client/index.js";
-import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/app.js";
-import { createTestDatabase } from "./support/database.js";
+import { ADMIN_TOKEN, useTwoReplicas, type TestApp } from "./support/app.js";
 import { failure, until } from "./support/expect.js";
 import { gauge } from "./support/streams.js";
 
@@ -12,16 +11,7 @@ let b: TestApp;
 
 // Two replicas, each listing from its own memory; a short check interval so a change no notice
 // announced shows within a test.
-const env = { CACHE_CHECK_MS: "300" };
-
-beforeAll(async () => {
-  databaseUrl = await createTestDatabase();
-  a = await startTestApp(databaseUrl, env);
-  b = await startTestApp(databaseUrl, env);
-});
-afterAll(async () => {
-  await Promise.all([a?.stop(), b?.stop()]);
-});
+useTwoReplicas({ CACHE_CHECK_MS: "300" }, (replicas) => ({ a, b, databaseUrl } = replicas));
 
 async function ports(t: TestApp, namespace: string, service: string, healthyOnly = false): Promise<number[]> {
   const { instances } = await t.admin.registry.listInstances({ namespace, service, healthyOnly });

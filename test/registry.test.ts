@@ -1,10 +1,9 @@
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Code } from "../src/client/index.js";
 import { NAMESPACES_CHANNEL } from "../src/platform/db/channels.js";
 import { createAccountWithKey } from "./support/accounts.js";
-import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/app.js";
-import { createTestDatabase } from "./support/database.js";
+import { ADMIN_TOKEN, useTwoReplicas, type TestApp } from "./support/app.js";
 import { failure, until } from "./support/expect.js";
 
 let databaseUrl: string;
@@ -12,16 +11,7 @@ let a: TestApp;
 let b: TestApp;
 
 // Two replicas on one database; a short sweep interval so TTL expiry shows within a test.
-const env = { INSTANCE_EXPIRY_SWEEP_MS: "100" };
-
-beforeAll(async () => {
-  databaseUrl = await createTestDatabase();
-  a = await startTestApp(databaseUrl, env);
-  b = await startTestApp(databaseUrl, env);
-});
-afterAll(async () => {
-  await Promise.all([a?.stop(), b?.stop()]);
-});
+useTwoReplicas({ INSTANCE_EXPIRY_SWEEP_MS: "100" }, (replicas) => ({ a, b, databaseUrl } = replicas));
 
 async function sql(text: string): Promise<Record<string, unknown>[]> {
   const client = new pg.Client({ connectionString: databaseUrl });
