@@ -170,8 +170,8 @@ export class RegistryService {
     if (waitMs !== undefined) await this.feed.waitPast(request.namespace, undefined, request.index, waitMs, signal);
     // Read before the rows, so the rows are never older than the index.
     const index = this.feed.revisionOf(request.namespace);
-    const services = [...(await this.instances.services(request.namespace, namespaceId)).values()];
-    return { amount: services.length, rows: services.slice(offset, offset + limit).map((s) => s.view), index };
+    const { views } = await this.instances.services(request.namespace, namespaceId);
+    return { amount: views.length, rows: views.slice(offset, offset + limit), index };
   }
 
   /** A blocking query (index and wait) answers once the service's index passes the caller's. */
@@ -188,7 +188,7 @@ export class RegistryService {
     const namespaceId = await this.mayRead(principal, request.namespace);
     if (waitMs !== undefined) await this.feed.waitPast(request.namespace, request.service, request.index, waitMs, signal);
     const index = this.feed.revisionOf(request.namespace, request.service);
-    const service = (await this.instances.services(request.namespace, namespaceId)).get(request.service);
+    const service = (await this.instances.services(request.namespace, namespaceId)).byName.get(request.service);
     if (!service) throw serviceNotFound(request.namespace, request.service);
     return { rows: request.healthyOnly ? service.healthy : service.instances, index };
   }
