@@ -111,6 +111,26 @@ describe("blocking queries", () => {
     expect((await blockedServices).body.services.map((s: { name: string }) => s.name)).toEqual(["api", "other", "third"]);
   });
 
+  it("wake a blocking ListServices when a service with no instances is deleted on the other replica", async () => {
+    await a.admin.namespaces.createNamespace({ namespace: { name: "emptied" } });
+    const { instance } = await a.admin.registry.registerInstance({ namespace: "emptied", service: "gone", host: "h", port: 1, ttlSeconds: 60 });
+    await a.admin.registry.registerInstance({ namespace: "emptied", service: "kept", host: "h", port: 1, ttlSeconds: 60 });
+    await a.admin.registry.deregisterInstance({ namespace: "emptied", service: "gone", instanceId: instance!.id });
+    const services = (query = "") => b.http("GET", `/v1/namespaces/emptied/services${query}`, { token: ADMIN_TOKEN });
+    const before = await services();
+    expect(before.body.services.map((s: { name: string }) => s.name)).toEqual(["gone", "kept"]);
+    const index = Number(before.headers.get("x-atrium-index"));
+
+    const started = Date.now();
+    const blocked = services(`?index=${index}&wait=20s`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await a.admin.registry.deleteService({ namespace: "emptied", service: "gone" });
+    const woken = await blocked;
+    expect(woken.body.services.map((s: { name: string }) => s.name)).toEqual(["kept"]);
+    expect(Number(woken.headers.get("x-atrium-index"))).toBeGreaterThan(index);
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
   it("free the waiting query when a gRPC caller cancels it", async () => {
     const index = Number((await list(b)).headers.get("x-atrium-index"));
     const watchers = () => gauge(b, "atrium_registry_watchers", ADMIN_TOKEN);

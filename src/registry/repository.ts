@@ -243,8 +243,26 @@ export async function revisionState(db: Db): Promise<{ revision: number; pruned_
   return db.selectFrom("registry_revision").select(["revision", "pruned_through"]).executeTakeFirstOrThrow();
 }
 
-/** A recorded change, its instance read back into a row. */
-export type ChangeView = Omit<RegistryChangeRow, "instance" | "created_at"> & { instance: InstanceView };
+/**
+ * Records the deletion of a service that had no instance under a new revision, so that whoever
+ * follows the namespace sees it; as recordChanges, the transaction's last statement. Returns the revision.
+ */
+export async function recordServiceDeletion(db: Db, namespace: string, service: string): Promise<number> {
+  const result = await sql<{ revision: number }>`
+    with rev as (
+      update registry_revision set revision = revision + 1 returning revision
+    )
+    insert into registry_changes (revision, namespace, service, kind, instance)
+    select revision, ${namespace}, ${service}, 'service_deleted', '{}'::jsonb from rev
+    returning revision`.execute(db);
+  return result.rows[0]!.revision;
+}
+
+/** A recorded change to an instance, the instance read back into a row. */
+export type InstanceChangeView = Omit<RegistryChangeRow, "instance" | "created_at" | "kind"> & { kind: InstanceChangeKind; instance: InstanceView };
+
+/** A recorded change: to an instance, or the deletion of a service that had none. */
+export type ChangeView = InstanceChangeView | (Omit<RegistryChangeRow, "instance" | "created_at" | "kind"> & { kind: "service_deleted" });
 
 /** Changes after `after`, oldest first, of one service or (without it) of all; only committed ones. */
 export async function changesSince(
@@ -262,7 +280,9 @@ export async function changesSince(
     .limit(limit);
   if (of) query = query.where("namespace", "=", of.namespace).where("service", "=", of.service);
   const rows = await query.execute();
-  return rows.map((row) => ({ ...row, instance: instanceFromJson(row.instance) }));
+  return rows.map(({ instance, kind, ...row }) =>
+    kind === "service_deleted" ? { ...row, kind } : { ...row, kind, instance: instanceFromJson(instance) },
+  );
 }
 
 /** Drops changes beyond the newest `keep`, and those older than `maxAgeSeconds`. */
