@@ -1,22 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Code } from "../src/client/index.js";
 import { NamespaceChangeKind } from "../gen/v1/namespace_service.js";
-import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/app.js";
-import { createTestDatabase } from "./support/database.js";
+import { ADMIN_TOKEN, useTwoReplicas, type TestApp } from "./support/app.js";
 import { gauge, streamReader } from "./support/streams.js";
 import { until } from "./support/expect.js";
 
 let a: TestApp;
 let b: TestApp;
 
-beforeAll(async () => {
-  const databaseUrl = await createTestDatabase();
-  a = await startTestApp(databaseUrl);
-  b = await startTestApp(databaseUrl);
-});
-afterAll(async () => {
-  await Promise.all([a?.stop(), b?.stop()]);
-});
+useTwoReplicas({}, (replicas) => ({ a, b } = replicas));
 
 async function watchers(t: TestApp): Promise<number> {
   return gauge(t, "atrium_namespace_watchers", ADMIN_TOKEN);

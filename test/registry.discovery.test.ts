@@ -1,9 +1,9 @@
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { Code } from "../src/client/index.js";
-import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/app.js";
-import { createTestDatabase } from "./support/database.js";
+import { ADMIN_TOKEN, useTwoReplicas, type TestApp } from "./support/app.js";
 import { failure, until } from "./support/expect.js";
+import { gauge } from "./support/streams.js";
 
 let databaseUrl: string;
 let a: TestApp;
@@ -11,16 +11,7 @@ let b: TestApp;
 
 // Two replicas, each listing from its own memory; a short check interval so a change no notice
 // announced shows within a test.
-const env = { CACHE_CHECK_MS: "300" };
-
-beforeAll(async () => {
-  databaseUrl = await createTestDatabase();
-  a = await startTestApp(databaseUrl, env);
-  b = await startTestApp(databaseUrl, env);
-});
-afterAll(async () => {
-  await Promise.all([a?.stop(), b?.stop()]);
-});
+useTwoReplicas({ CACHE_CHECK_MS: "300" }, (replicas) => ({ a, b, databaseUrl } = replicas));
 
 async function ports(t: TestApp, namespace: string, service: string, healthyOnly = false): Promise<number[]> {
   const { instances } = await t.admin.registry.listInstances({ namespace, service, healthyOnly });
@@ -82,15 +73,20 @@ describe("ListInstances and ListServices from memory", () => {
   });
 });
 
-describe("blocking queries over HTTP", () => {
+describe("blocking queries", () => {
   const list = (t: TestApp, query = "") => t.http("GET", `/v1/namespaces/block/services/api/instances${query}`, { token: ADMIN_TOKEN });
 
-  it("answer as soon as the index passes the caller's, with the new list and index", async () => {
+  // Every test here lists the service "api" of namespace "block", which starts with one instance.
+  beforeAll(async () => {
     await a.admin.namespaces.createNamespace({ namespace: { name: "block" } });
     await a.admin.registry.registerInstance({ namespace: "block", service: "api", host: "h", port: 1, ttlSeconds: 60 });
-    const first = await list(b);
-    const index = Number(first.headers.get("x-atrium-index"));
-    expect(index).toBeGreaterThan(0);
+  });
+
+  it("answer as soon as the index passes the caller's, with the new list and index", async () => {
+    // The other replica's index follows the registration once the change feed's notice arrives (a
+    // write does not wait for it; its list, which the write does wait for, may show the change first).
+    let index = 0;
+    await until(async () => (index = Number((await list(b)).headers.get("x-atrium-index"))) > 0);
 
     // Waits up to 300 s; the registration on the other replica wakes it.
     const blocked = list(b, `?index=${index}&wait=300s`);
@@ -114,6 +110,48 @@ describe("blocking queries over HTTP", () => {
     const blockedServices = b.http("GET", `/v1/namespaces/block/services?index=${servicesIndex}&wait=300s`, { token: ADMIN_TOKEN });
     await a.admin.registry.registerInstance({ namespace: "block", service: "third", host: "h", port: 1, ttlSeconds: 60 });
     expect((await blockedServices).body.services.map((s: { name: string }) => s.name)).toEqual(["api", "other", "third"]);
+  });
+
+  it("wake a blocking ListServices when a service with no instances is deleted on the other replica", async () => {
+    await a.admin.namespaces.createNamespace({ namespace: { name: "emptied" } });
+    const { instance } = await a.admin.registry.registerInstance({ namespace: "emptied", service: "gone", host: "h", port: 1, ttlSeconds: 60 });
+    await a.admin.registry.registerInstance({ namespace: "emptied", service: "kept", host: "h", port: 1, ttlSeconds: 60 });
+    await a.admin.registry.deregisterInstance({ namespace: "emptied", service: "gone", instanceId: instance!.id });
+    const services = (query = "") => b.http("GET", `/v1/namespaces/emptied/services${query}`, { token: ADMIN_TOKEN });
+    const before = await services();
+    expect(before.body.services.map((s: { name: string }) => s.name)).toEqual(["gone", "kept"]);
+
+    // As a client would: block on the last index until the list changes. An index that lags the
+    // writes above (this replica hears of them a moment later) wakes at once with the same list.
+    const started = Date.now();
+    const deletion = new Promise((resolve) => setTimeout(resolve, 200)).then(() =>
+      a.admin.registry.deleteService({ namespace: "emptied", service: "gone" }),
+    );
+    let asked = Number(before.headers.get("x-atrium-index"));
+    let answer = await services(`?index=${asked}&wait=20s`);
+    while (answer.body.services.length === 2) {
+      asked = Number(answer.headers.get("x-atrium-index"));
+      answer = await services(`?index=${asked}&wait=20s`);
+    }
+    await deletion;
+    expect(answer.body.services.map((s: { name: string }) => s.name)).toEqual(["kept"]);
+    expect(Number(answer.headers.get("x-atrium-index"))).toBeGreaterThan(asked);
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
+  it("free the waiting query when a gRPC caller cancels it", async () => {
+    const index = Number((await list(b)).headers.get("x-atrium-index"));
+    const watchers = () => gauge(b, "atrium_registry_watchers", ADMIN_TOKEN);
+    const before = await watchers();
+    const controller = new AbortController();
+    const blocked = b.admin.registry.listInstances(
+      { namespace: "block", service: "api", index, wait: { seconds: 300, nanos: 0 } },
+      { signal: controller.signal },
+    );
+    await until(async () => (await watchers()) === before + 1);
+    controller.abort();
+    expect((await failure(blocked)).code).toBe(Code.CANCELLED);
+    await until(async () => (await watchers()) === before);
   });
 
   it("answer at the end of the wait with the same list and index when nothing changed", async () => {

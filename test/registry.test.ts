@@ -1,10 +1,9 @@
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Code } from "../src/client/index.js";
 import { NAMESPACES_CHANNEL } from "../src/platform/db/channels.js";
 import { createAccountWithKey } from "./support/accounts.js";
-import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/app.js";
-import { createTestDatabase } from "./support/database.js";
+import { ADMIN_TOKEN, useTwoReplicas, type TestApp } from "./support/app.js";
 import { failure, until } from "./support/expect.js";
 
 let databaseUrl: string;
@@ -12,16 +11,17 @@ let a: TestApp;
 let b: TestApp;
 
 // Two replicas on one database; a short sweep interval so TTL expiry shows within a test.
-const env = { INSTANCE_EXPIRY_SWEEP_MS: "100" };
+useTwoReplicas({ INSTANCE_EXPIRY_SWEEP_MS: "100" }, (replicas) => ({ a, b, databaseUrl } = replicas));
 
-beforeAll(async () => {
-  databaseUrl = await createTestDatabase();
-  a = await startTestApp(databaseUrl, env);
-  b = await startTestApp(databaseUrl, env);
-});
-afterAll(async () => {
-  await Promise.all([a?.stop(), b?.stop()]);
-});
+async function sql(text: string): Promise<Record<string, unknown>[]> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    return (await client.query(text)).rows;
+  } finally {
+    await client.end();
+  }
+}
 
 async function counts(t: TestApp, name: string) {
   const { namespace } = await t.admin.namespaces.getNamespace({ name });
@@ -131,6 +131,44 @@ describe("health", () => {
 
     await b.admin.registry.heartbeat({ namespace: "ttl", service: "api", instanceId: instance!.id });
     expect(await counts(a, "ttl")).toEqual([1, 1, 1]);
+  });
+
+  it("renews healthy and expired instances in one batch, reviving the expired one as a recorded change", async () => {
+    await a.admin.namespaces.createNamespace({ namespace: { name: "mixed" } });
+    const live = (await a.admin.registry.registerInstance({ namespace: "mixed", service: "api", host: "h", port: 1, ttlSeconds: 60 })).instance!;
+    const lapsed = (await a.admin.registry.registerInstance({ namespace: "mixed", service: "api", host: "h", port: 2, ttlSeconds: 1 })).instance!;
+    await until(async () => (await counts(b, "mixed"))[2] === 1);
+    const changes = async () =>
+      (await sql(`select kind, instance->>'id' as id from registry_changes where namespace = 'mixed' order by revision`)).map((r) => `${r.kind} ${r.id}`);
+    const before = await changes();
+
+    const { results } = await b.admin.registry.batchHeartbeat({
+      heartbeats: [live, lapsed].map((i) => ({ namespace: "mixed", service: "api", instanceId: i.id })),
+    });
+    expect(results.map((r) => r.status!.code)).toEqual([Code.OK, Code.OK]);
+    expect(results.every((r) => r.expireTime!.getTime() > Date.now())).toBe(true);
+    expect(await counts(a, "mixed")).toEqual([1, 2, 2]);
+    // Only the revival is a change; renewing the healthy instance records nothing.
+    expect(await changes()).toEqual([...before, `revived ${lapsed.id}`]);
+  });
+
+  it("renews a healthy instance in place on its page, leaving the table's indexes alone", async () => {
+    await a.admin.namespaces.createNamespace({ namespace: { name: "hot" } });
+    const { instance } = await a.admin.registry.registerInstance({ namespace: "hot", service: "api", host: "h", port: 1, ttlSeconds: 60 });
+    const updates = async () => {
+      const [row] = await sql(
+        `select pg_stat_force_next_flush(), (select n_tup_upd from pg_stat_user_tables where relname = 'instances') as updated,
+                (select n_tup_hot_upd from pg_stat_user_tables where relname = 'instances') as hot`,
+      );
+      return { updated: Number(row!.updated), hot: Number(row!.hot) };
+    };
+    // Backends report their statistics when idle, within seconds; the counts only ever grow.
+    const before = await updates();
+    for (let i = 0; i < 20; i++) await a.admin.registry.heartbeat({ namespace: "hot", service: "api", instanceId: instance!.id });
+    await until(async () => (await updates()).updated >= before.updated + 20, 20_000, "the heartbeats' statistics");
+    const after = await updates();
+    // Other tests' writes may land meanwhile; the heartbeats alone would make every update heap-only.
+    expect(after.hot - before.hot).toBeGreaterThanOrEqual(20);
   });
 
   it("does not notify the namespace cache for heartbeats of a healthy instance", async () => {

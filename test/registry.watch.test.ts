@@ -1,10 +1,9 @@
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Code } from "../src/client/index.js";
 import { InstanceChangeKind, type WatchInstancesResponse } from "../gen/v1/registry_service.js";
 import { createAccountWithKey } from "./support/accounts.js";
-import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/app.js";
-import { createTestDatabase } from "./support/database.js";
+import { ADMIN_TOKEN, startTestApp, useTwoReplicas, type TestApp } from "./support/app.js";
 import { gauge, streamReader } from "./support/streams.js";
 import { until } from "./support/expect.js";
 
@@ -16,14 +15,7 @@ let b: TestApp;
 // with a quick prune so that a resume can be too old.
 const env = { INSTANCE_EXPIRY_SWEEP_MS: "100", REGISTRY_CHANGES_KEPT: "20", CACHE_CHECK_MS: "200" };
 
-beforeAll(async () => {
-  databaseUrl = await createTestDatabase();
-  a = await startTestApp(databaseUrl, env);
-  b = await startTestApp(databaseUrl, env);
-});
-afterAll(async () => {
-  await Promise.all([a?.stop(), b?.stop()]);
-});
+useTwoReplicas(env, (replicas) => ({ a, b, databaseUrl } = replicas));
 
 async function watchers(t: TestApp): Promise<number> {
   return gauge(t, "atrium_registry_watchers", ADMIN_TOKEN);

@@ -1,28 +1,20 @@
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ApiError, Code } from "../src/client/index.js";
 import { Notifications } from "../src/platform/db/notifications.js";
 import { createLogger } from "../src/platform/logger.js";
 import { createAccountWithKey } from "./support/accounts.js";
-import { startTestApp, type TestApp } from "./support/app.js";
+import { startTestApp, useTwoReplicas, type TestApp } from "./support/app.js";
 import { createTestDatabase } from "./support/database.js";
 import { failure, until } from "./support/expect.js";
 
 // Two replicas of the service on one database, as in a scaled-out deployment. Each keeps its own
 // caches (namespaces, API keys); these tests check that no replica serves stale data after a write
 // on the other one has returned.
-let databaseUrl: string;
 let a: TestApp;
 let b: TestApp;
 
-beforeAll(async () => {
-  databaseUrl = await createTestDatabase();
-  a = await startTestApp(databaseUrl);
-  b = await startTestApp(databaseUrl);
-});
-afterAll(async () => {
-  await Promise.all([a?.stop(), b?.stop()]);
-});
+const replicas = useTwoReplicas({}, (started) => ({ a, b } = started));
 
 /** Fills both replicas' caches, so that a stale entry would be served if invalidation failed. */
 async function warm(...names: string[]): Promise<void> {
@@ -169,8 +161,7 @@ describe("restart", () => {
     });
     const token = (await a.admin.namespaces.getNamespaceToken({ name: "survivor" })).token;
 
-    await a.stop();
-    a = await startTestApp(databaseUrl);
+    await replicas.restart("a");
     expect(a.logs.filter((l) => l.event === "bootstrap_admin_key")).toEqual([]);
 
     const { namespace: got } = await a.client(user.key).namespaces.getNamespace({ name: "survivor" });

@@ -1,11 +1,11 @@
-import { pino, type Logger } from "pino";
+import { pino, type DestinationStream, type Logger } from "pino";
 import type { LogLevel } from "../config.js";
 
 export type { Logger };
 
 /**
  * Lines wait in memory until this many bytes have gathered, or FLUSH_MS has passed: one write per
- * line was a system call per RPC, a tenth of a cheap call's server CPU. pino flushes what is left
+ * line was a system call per RPC, a tenth of a cheap call's server CPU. What is left is written
  * when the process exits; a SIGKILL loses at most FLUSH_MS of lines.
  */
 const BUFFER_BYTES = 8 * 1024;
@@ -20,6 +20,53 @@ export function createLogger(level: LogLevel, destination?: NodeJS.WritableStrea
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
     },
-    destination ?? pino.destination({ sync: false, minLength: BUFFER_BYTES, periodicFlush: FLUSH_MS }),
+    destination ?? new LineBatcher(pino.destination({ sync: false })),
   );
+}
+
+const batchers = new Set<LineBatcher>();
+process.once("exit", () => {
+  for (const batcher of batchers) batcher.flushSync();
+});
+
+/**
+ * Gathers lines as an array and hands them to the file in one piece. sonic-boom (pino's
+ * destination) keeps its own buffer as one string and measures it again for every line appended,
+ * which cost about 2 µs of the 4 µs a line took; it still does the writing here (partial writes,
+ * a full pipe) and the last flush at exit.
+ */
+class LineBatcher implements DestinationStream {
+  private lines: string[] = [];
+  private bytes = 0;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly out: ReturnType<typeof pino.destination>) {
+    batchers.add(this);
+  }
+
+  write(line: string): void {
+    this.lines.push(line);
+    // Characters, not bytes: close enough to decide when to write.
+    this.bytes += line.length;
+    if (this.bytes >= BUFFER_BYTES) this.flush();
+    else this.timer ??= setTimeout(() => this.flush(), FLUSH_MS).unref();
+  }
+
+  flush(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.lines.length === 0) return;
+    this.out.write(this.lines.join(""));
+    this.lines = [];
+    this.bytes = 0;
+  }
+
+  flushSync(): void {
+    this.flush();
+    try {
+      this.out.flushSync();
+    } catch {
+      // Exiting: a stdout that cannot take more loses its last lines, as a SIGKILL would.
+    }
+  }
 }

@@ -15,8 +15,8 @@ const NOTICE_BYTES = 7_000;
  * Heartbeats arrive by the thousand per second and each only moves a timestamp, so they are written
  * in batches: while one batch is being written the next one gathers, and each caller is answered
  * when its batch has committed. The batch commits without waiting for the disk flush (a heartbeat
- * lost in a crash costs at most one TTL of health), and only instances that come back to health
- * record a change and notify the namespace cache. Every batch tells the instance caches which
+ * lost in a crash costs at most one TTL of health); only instances that come back to health take a
+ * transaction, which records the change, and notify the namespace cache. Every batch tells the instance caches which
  * namespaces' heartbeat times moved, so lists lag by at most a batch.
  */
 export class HeartbeatBatcher {
@@ -41,11 +41,21 @@ export class HeartbeatBatcher {
   private async write(targets: HeartbeatTarget[]): Promise<(HeartbeatOutcome | undefined)[]> {
     try {
       const unique = [...new Map(targets.map((t) => [t.instanceId, t])).values()];
-      const { outcomes, revision } = await this.db.transaction().execute(async (tx) => {
-        const outcomes = await renewInstances(tx, unique);
-        const revived = outcomes.filter((o) => o.revived).map((o) => ({ instanceId: o.instanceId, kind: "revived" as const }));
-        return { outcomes, revision: await recordChanges(tx, revived) };
-      });
+      // Most heartbeats renew a healthy instance, which changes nothing a watcher sees: one
+      // statement, committed on its own. The rest (instances to revive, or not found) take a
+      // transaction that records the revivals with them.
+      const outcomes = await renewInstances(this.db, unique, { healthyOnly: true });
+      const renewedNow = new Set(outcomes.map((o) => o.instanceId));
+      const rest = unique.filter((t) => !renewedNow.has(t.instanceId));
+      let revision: number | undefined;
+      if (rest.length > 0) {
+        const revived = await this.db.transaction().execute(async (tx) => {
+          const renewals = await renewInstances(tx, rest, { healthyOnly: false });
+          revision = await recordChanges(tx, renewals.filter((o) => o.revived).map((o) => ({ instanceId: o.instanceId, kind: "revived" as const })));
+          return renewals;
+        });
+        outcomes.push(...revived);
+      }
       this.feed.announce(revision);
       const renewed = [...new Set(outcomes.map((o) => o.namespace))];
       for (const name of renewed) this.instances.invalidate(name);

@@ -7,18 +7,23 @@ import type { ChangeFeed } from "./change-feed.js";
 import { loadRegistry, type InstanceView, type ServiceView } from "./repository.js";
 
 /**
- * One service as held in memory: its listing with counts, and its instances by host and port, all
- * and healthy only. The arrays are replaced, never changed, so a list built from one can be kept with it.
+ * One service's instances as held in memory, by host and port, all and healthy only. The arrays are
+ * replaced, never changed, so a list built from one can be kept with it.
  */
 export interface CachedService {
-  view: ServiceView;
   instances: readonly InstanceView[];
   healthy: readonly InstanceView[];
 }
 
-/** A namespace's services by name, in name order, and when they were read. */
+/** A namespace's services, by name and as a list in name order (for ListServices to page through, not copy). */
+export interface CachedServices {
+  byName: ReadonlyMap<string, CachedService>;
+  views: readonly ServiceView[];
+}
+
+/** A namespace's services, and when they were read. */
 interface Entry {
-  services: Map<string, CachedService>;
+  services: CachedServices;
   loadedAt: number;
 }
 
@@ -71,28 +76,22 @@ export class InstanceCache {
     this.entries.delete(name);
   }
 
-  /** The namespace's services by name, in name order. */
-  async services(name: string, namespaceId: string): Promise<Map<string, CachedService>> {
+  /** The namespace's services, by name and in name order. */
+  async services(name: string, namespaceId: string): Promise<CachedServices> {
     const hit = this.entries.get(name);
     if (hit) return hit.services;
     const epoch = this.epochs.get(name) ?? 0;
     const { services, instances } = await loadRegistry(this.db, namespaceId);
     const byService = Map.groupBy(instances, (i) => i.service_name);
-    const entry: Entry = { services: new Map(), loadedAt: performance.now() };
+    const byName = new Map<string, CachedService>();
+    const views: ServiceView[] = [];
     for (const service of services) {
       const own = byService.get(service.name) ?? [];
       const healthy = own.filter(isHealthy);
-      entry.services.set(service.name, {
-        view: {
-          name: service.name,
-          created_at: service.created_at,
-          instance_count: own.length,
-          healthy_instance_count: healthy.length,
-        },
-        instances: own,
-        healthy,
-      });
+      byName.set(service.name, { instances: own, healthy });
+      views.push({ name: service.name, created_at: service.created_at, instance_count: own.length, healthy_instance_count: healthy.length });
     }
+    const entry: Entry = { services: { byName, views }, loadedAt: performance.now() };
     if ((this.epochs.get(name) ?? 0) === epoch) this.entries.set(name, entry);
     return entry.services;
   }

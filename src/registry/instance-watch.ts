@@ -3,7 +3,7 @@ import type { Db } from "../platform/db/database.js";
 import { cancellation, Code, RpcError } from "../platform/errors.js";
 import type { ChangeFeed } from "./change-feed.js";
 import { isHealthy } from "./instance-cache.js";
-import { changesSince, listInstances, revisionState, type ChangeView, type InstanceView } from "./repository.js";
+import { changesSince, listInstances, revisionState, type ChangeView, type InstanceChangeView, type InstanceView } from "./repository.js";
 
 /** Changes a watcher may fall behind by before its stream ends (it resumes from its last revision). */
 const MAX_QUEUED = 10_000;
@@ -12,7 +12,7 @@ const MAX_QUEUED = 10_000;
 export interface WatchEvent {
   revision: number;
   snapshot?: InstanceView[];
-  change?: ChangeView;
+  change?: InstanceChangeView;
 }
 
 export interface InstanceWatchOptions {
@@ -74,7 +74,7 @@ export class InstanceWatch {
         }
         if (change.revision <= last) continue;
         last = change.revision;
-        if (this.seen(change)) await send({ revision: change.revision, change });
+        if (isInstanceChange(change) && this.seen(change)) await send({ revision: change.revision, change });
       }
     } finally {
       unsubscribe();
@@ -87,7 +87,7 @@ export class InstanceWatch {
    * only of instances in its list or entering it (registered, revived, released from isolation) or
    * leaving it (deregistered, expired, isolated). Heartbeats and weights of the others are not its business.
    */
-  private seen(change: ChangeView): boolean {
+  private seen(change: InstanceChangeView): boolean {
     if (!this.options.request.healthyOnly) return true;
     const { id } = change.instance;
     const was = this.visible.has(id);
@@ -120,7 +120,7 @@ export class InstanceWatch {
       for (const instance of start.snapshot) this.visible.add(instance.id);
       await send({ revision: start.revision, snapshot: start.snapshot });
     }
-    for (const change of start.changes ?? []) await send({ revision: change.revision, change });
+    for (const change of start.changes ?? []) if (isInstanceChange(change)) await send({ revision: change.revision, change });
     return start.revision;
   }
 
@@ -134,4 +134,9 @@ export class InstanceWatch {
     this.wake = undefined;
     wake?.();
   }
+}
+
+/** A service deleted while it had no instance changes nothing in a watcher's list, which was empty and stays so. */
+function isInstanceChange(change: ChangeView): change is InstanceChangeView {
+  return change.kind !== "service_deleted";
 }

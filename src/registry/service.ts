@@ -105,7 +105,14 @@ export class RegistryService {
     this.mayWrite(principal, request.namespace);
     await this.write(request.namespace, async (tx, namespaceId) => {
       const instance = await this.instanceOrThrow(tx, namespaceId, request);
-      return { value: undefined, changes: [{ instanceId: instance.id, kind: "deregistered" }], deletion: () => repo.deleteInstance(tx, instance.id) };
+      return {
+        value: undefined,
+        changes: [{ instanceId: instance.id, kind: "deregistered" }],
+        deletion: async () => {
+          await repo.deleteInstance(tx, instance.id);
+          return undefined;
+        },
+      };
     });
   }
 
@@ -170,8 +177,8 @@ export class RegistryService {
     if (waitMs !== undefined) await this.feed.waitPast(request.namespace, undefined, request.index, waitMs, signal);
     // Read before the rows, so the rows are never older than the index.
     const index = this.feed.revisionOf(request.namespace);
-    const services = [...(await this.instances.services(request.namespace, namespaceId)).values()];
-    return { amount: services.length, rows: services.slice(offset, offset + limit).map((s) => s.view), index };
+    const { views } = await this.instances.services(request.namespace, namespaceId);
+    return { amount: views.length, rows: views.slice(offset, offset + limit), index };
   }
 
   /** A blocking query (index and wait) answers once the service's index passes the caller's. */
@@ -188,7 +195,7 @@ export class RegistryService {
     const namespaceId = await this.mayRead(principal, request.namespace);
     if (waitMs !== undefined) await this.feed.waitPast(request.namespace, request.service, request.index, waitMs, signal);
     const index = this.feed.revisionOf(request.namespace, request.service);
-    const service = (await this.instances.services(request.namespace, namespaceId)).get(request.service);
+    const service = (await this.instances.services(request.namespace, namespaceId)).byName.get(request.service);
     if (!service) throw serviceNotFound(request.namespace, request.service);
     return { rows: request.healthyOnly ? service.healthy : service.instances, index };
   }
@@ -208,6 +215,8 @@ export class RegistryService {
           if (!(await repo.deleteService(tx, namespaceId, request.service))) {
             throw serviceNotFound(request.namespace, request.service);
           }
+          // Without instances there was no change to record, yet the namespace's services did change.
+          return ids.length === 0 ? repo.recordServiceDeletion(tx, request.namespace, request.service) : undefined;
         },
       };
     });
@@ -244,20 +253,23 @@ export class RegistryService {
   /**
    * Runs a change in one transaction that holds the namespace (so it cannot be deleted meanwhile),
    * records the instance changes it made, then runs its `deletion` (recording reads the rows a
-   * change names, so what it deletes must still be there), tells every replica's namespace cache
-   * that its counts changed and the change feeds that there is a new revision.
+   * change names, so what it deletes must still be there; the deletion returns the revision of
+   * anything it records itself), tells every replica's namespace cache that its counts changed and
+   * the change feeds that there is a new revision.
    */
   private async write<T>(
     namespace: string,
-    change: (tx: Db, namespaceId: string) => Promise<{ value: T; changes: InstanceChange[]; deletion?: () => Promise<void> }>,
+    change: (
+      tx: Db,
+      namespaceId: string,
+    ) => Promise<{ value: T; changes: InstanceChange[]; deletion?: () => Promise<number | undefined> }>,
   ): Promise<T> {
     const { value, revision } = await this.db.transaction().execute(async (tx) => {
       const namespaceId = await repo.lockNamespaceShared(tx, namespace);
       if (!namespaceId) throw namespaceNotFound(namespace);
       const { value, changes, deletion } = await change(tx, namespaceId);
-      const revision = await repo.recordChanges(tx, changes);
-      await deletion?.();
-      return { value, revision };
+      const recorded = await repo.recordChanges(tx, changes);
+      return { value, revision: (await deletion?.()) ?? recorded };
     });
     this.namespaces.invalidate(namespace);
     this.instances.invalidate(namespace);

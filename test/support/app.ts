@@ -1,8 +1,10 @@
 import { Writable } from "node:stream";
+import { afterAll, beforeAll } from "vitest";
 import { startApp, type App } from "../../src/app.js";
 import { createClient, type AtriumClient } from "../../src/client/index.js";
 import { loadConfig, type Config } from "../../src/config.js";
 import { createLogger } from "../../src/platform/logger.js";
+import { createTestDatabase } from "./database.js";
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789";
 
@@ -96,6 +98,37 @@ export async function startTestApp(databaseUrl: string, env: Record<string, stri
     stop: async () => {
       for (const c of clients) c.close();
       await app.stop();
+    },
+  };
+}
+
+/** Two replicas of the service on one database, as in a scaled-out deployment. */
+export interface Replicas {
+  a: TestApp;
+  b: TestApp;
+  databaseUrl: string;
+}
+
+/**
+ * Starts two replicas on a new database before the file's tests and stops them after. `use` gets
+ * them once started, and again after `restart` replaces one with a new replica on the same database.
+ */
+export function useTwoReplicas(env: Record<string, string>, use: (replicas: Replicas) => void): { restart(which: "a" | "b"): Promise<void> } {
+  const replicas = {} as Replicas;
+  beforeAll(async () => {
+    replicas.databaseUrl = await createTestDatabase();
+    replicas.a = await startTestApp(replicas.databaseUrl, env);
+    replicas.b = await startTestApp(replicas.databaseUrl, env);
+    use(replicas);
+  });
+  afterAll(async () => {
+    await Promise.all([replicas.a?.stop(), replicas.b?.stop()]);
+  });
+  return {
+    async restart(which) {
+      await replicas[which].stop();
+      replicas[which] = await startTestApp(replicas.databaseUrl, env);
+      use(replicas);
     },
   };
 }

@@ -106,13 +106,16 @@ export interface RegistryRevisionTable {
 /** What happened to an instance, as WatchInstances reports it. */
 export type InstanceChangeKind = "registered" | "deregistered" | "expired" | "revived" | "updated" | "isolation_changed";
 
-/** One change to one instance, kept for a while so watchers can resume from a revision. */
+/**
+ * One change to one instance, or the deletion of a service that had no instance (which no instance
+ * change would show), kept for a while so watchers can resume from a revision.
+ */
 export interface RegistryChangesTable {
   revision: number;
   namespace: string;
   service: string;
-  kind: InstanceChangeKind;
-  /** to_jsonb of the instances row (timestamps as ISO strings). */
+  kind: InstanceChangeKind | "service_deleted";
+  /** to_jsonb of the instances row (timestamps as ISO strings); {} for a service deleted. */
   instance: ColumnType<Record<string, unknown>, string, string>;
   created_at: Timestamp;
 }

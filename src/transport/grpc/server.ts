@@ -143,9 +143,10 @@ function serviceName(methodPath: string): string {
 
 /**
  * The call as the Router sees it; `closing` (for streams) aborts it when a shutdown begins. Its
- * signal is made on first use: most calls never wait, and an AbortController per call showed in
- * the profile. Call `answered` once the answer is sent: grpc-js reports every finished call as
- * cancelled when its stream closes.
+ * signal, and the listener for the client's cancel behind it, are made on first use: most calls
+ * never wait, and an AbortController and an event listener per call showed in the profile. Call
+ * `answered` once the answer is sent: grpc-js reports every finished call as cancelled when its
+ * stream closes.
  */
 function incomingCall(
   call: grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerWritableStream<unknown, unknown>,
@@ -153,12 +154,7 @@ function incomingCall(
 ): { incoming: IncomingCall; answered: () => void } {
   let controller: AbortController | undefined;
   let signal: AbortSignal | undefined;
-  let cancelled = false;
-  const onCancelled = () => {
-    cancelled = true;
-    controller?.abort(new Error("cancelled by the client"));
-  };
-  call.once("cancelled", onCancelled);
+  const onCancelled = () => controller!.abort(new Error("cancelled by the client"));
   const token = parseBearer(String(call.metadata.get("authorization")[0] ?? ""));
   const deadline = call.getDeadline();
   const deadlineMs = deadline instanceof Date ? deadline.getTime() : deadline;
@@ -168,7 +164,8 @@ function incomingCall(
     get signal() {
       if (!signal) {
         controller = new AbortController();
-        if (cancelled) controller.abort(new Error("cancelled by the client"));
+        if (call.cancelled) onCancelled();
+        else call.once("cancelled", onCancelled);
         signal = closing ? AbortSignal.any([controller.signal, closing]) : controller.signal;
       }
       return signal;
@@ -176,7 +173,10 @@ function incomingCall(
     deadline: Number.isFinite(deadlineMs) ? deadlineMs : undefined,
     requestId: requestIdOf(call.metadata.get("x-request-id")[0]),
   };
-  return { incoming, answered: () => call.off("cancelled", onCancelled) };
+  const answered = () => {
+    if (controller) call.off("cancelled", onCancelled);
+  };
+  return { incoming, answered };
 }
 
 /** Waits until the stream takes more, or the call is over (a cancelled call never drains). */
