@@ -34,7 +34,8 @@ async function main(): Promise<void> {
       // The webhook section's receiver listens on loopback.
       WEBHOOK_ALLOW_PRIVATE: "true",
     },
-    path.join(os.tmpdir(), "atrium-bench-server.log"),
+    // Kept after the run for reading, and named per run: two benches at once must not share a log.
+    path.join(os.tmpdir(), `atrium-bench-server-${process.pid}.log`),
   );
   try {
     console.log(`machine: ${os.cpus().length} cores, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, node ${process.version}`);
