@@ -1,7 +1,15 @@
 import { sql } from "kysely";
 import { prepared, withoutFlushWait, type Db } from "../platform/db/database.js";
 import { uuidv7 } from "../platform/ids.js";
-import type { DeliveryState, DisabledReason, WebhookAttemptRow, WebhookRow } from "../platform/db/schema.js";
+import type {
+  DeliveryState,
+  DisabledReason,
+  RetrySchedule,
+  SignatureScheme,
+  WebhookAttemptRow,
+  WebhookKind,
+  WebhookRow,
+} from "../platform/db/schema.js";
 
 export async function insertWebhook(
   db: Db,
@@ -11,10 +19,10 @@ export async function insertWebhook(
     events: string[];
     secret: string;
     description: string;
-    kind: string;
+    kind: WebhookKind;
     settings: Record<string, string>;
-    signatureScheme: string;
-    retrySchedule: string;
+    signatureScheme: SignatureScheme;
+    retrySchedule: RetrySchedule;
   },
 ): Promise<WebhookRow> {
   return db
@@ -59,10 +67,10 @@ export interface WebhookPatch {
   events?: string[];
   description?: string;
   enabled?: boolean;
-  kind?: string;
+  kind?: WebhookKind;
   settings?: Record<string, string>;
-  signatureScheme?: string;
-  retrySchedule?: string;
+  signatureScheme?: SignatureScheme;
+  retrySchedule?: RetrySchedule;
 }
 
 /**
@@ -316,12 +324,12 @@ export interface ClaimedDelivery {
   url: string;
   secret: string;
   enabled: boolean;
-  kind: string;
+  kind: WebhookKind;
   settings: Record<string, string>;
-  signature_scheme: string;
+  signature_scheme: SignatureScheme;
   /** The replaced secret while it still signs, else null. */
   previous_secret: string | null;
-  retry_schedule: string;
+  retry_schedule: RetrySchedule;
   event: string;
   body: string;
   occurred_at: Date;

@@ -1,3 +1,4 @@
+import type { WebhookKind } from "../../platform/db/schema.js";
 import type { Violations } from "../../platform/errors.js";
 import type { ClaimedDelivery } from "../repository.js";
 import { checkTemplate, renderTemplate } from "./custom-template.js";
@@ -6,9 +7,6 @@ import type { EventView } from "./event-summary.js";
 import { magicHourHeaders, magicHourMessage } from "./magic-hour.js";
 import { slackMessage } from "./slack.js";
 import { checkTelegramSettings, telegramMessage } from "./telegram.js";
-
-export const WEBHOOK_KINDS = ["generic", "slack", "discord", "telegram", "magic-hour", "custom"] as const;
-export type WebhookKind = (typeof WEBHOOK_KINDS)[number];
 
 /** The settings each kind takes; any other key is refused. */
 const SETTINGS: Record<WebhookKind, readonly string[]> = {
@@ -19,14 +17,22 @@ const SETTINGS: Record<WebhookKind, readonly string[]> = {
   "magic-hour": [],
   custom: ["template"],
 };
+const WEBHOOK_KINDS = Object.keys(SETTINGS) as WebhookKind[];
 
-/** Checks a kind and its settings together, naming `kind` or `settings.<key>`. */
-export function checkKind(violations: Violations, kind: string, settings: Record<string, string>): void {
-  if (!(WEBHOOK_KINDS as readonly string[]).includes(kind)) {
+export function isWebhookKind(value: string): value is WebhookKind {
+  return (WEBHOOK_KINDS as string[]).includes(value);
+}
+
+/**
+ * Checks a kind and its settings together, naming `kind` or `settings.<key>`; returns the kind when
+ * it is one.
+ */
+export function checkKind(violations: Violations, kind: string, settings: Record<string, string>): WebhookKind | undefined {
+  if (!isWebhookKind(kind)) {
     violations.add("kind", `must be one of ${WEBHOOK_KINDS.join(", ")}`);
-    return;
+    return undefined;
   }
-  const allowed = SETTINGS[kind as WebhookKind];
+  const allowed = SETTINGS[kind];
   for (const key of Object.keys(settings)) {
     if (!allowed.includes(key)) {
       violations.add(`settings.${key}`, allowed.length > 0 ? `kind ${kind} takes only ${allowed.join(", ")}` : `kind ${kind} takes no settings`);
@@ -34,6 +40,7 @@ export function checkKind(violations: Violations, kind: string, settings: Record
   }
   if (kind === "telegram") checkTelegramSettings(violations, settings);
   if (kind === "custom") checkTemplate(violations, settings.template);
+  return kind;
 }
 
 export interface KindPayload {
@@ -50,7 +57,7 @@ export function renderKind(delivery: Pick<ClaimedDelivery, "id" | "body" | "kind
   if (delivery.kind === "generic") return { body: delivery.body, headers: {} };
   const parsed = JSON.parse(delivery.body) as Omit<EventView, "delivery_id">;
   const view: EventView = { ...parsed, data: parsed.data ?? {}, delivery_id: delivery.id };
-  switch (delivery.kind as Exclude<WebhookKind, "generic">) {
+  switch (delivery.kind) {
     case "slack":
       return { body: JSON.stringify(slackMessage(view)), headers: {} };
     case "discord":
