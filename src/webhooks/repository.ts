@@ -1,6 +1,6 @@
 import { sql } from "kysely";
 import { prepared, withoutFlushWait, type Db } from "../platform/db/database.js";
-import { uuidv7 } from "../platform/ids.js";
+import { uuidv7, uuidv7Floor } from "../platform/ids.js";
 import type {
   DeliveryState,
   DisabledReason,
@@ -294,6 +294,46 @@ export async function pruneExpiredPublishKeys(db: Db): Promise<number> {
     .where("created_at", "<=", PUBLISH_KEY_CUTOFF)
     .executeTakeFirst();
   return Number(numDeletedRows);
+}
+
+export interface PrunedEvents {
+  events: number;
+  deliveries: number;
+  /** The last event id looked at: the next step starts after it. Undefined when there were none. */
+  last: string | undefined;
+}
+
+/**
+ * One step of retention: of up to `limit` events published before `cutoff`, in id order after
+ * `after`, deletes each with its deliveries (and their attempts), except an event with a delivery
+ * still pending, which stays until that delivery is done. The ids are version 7 UUIDs, so the primary
+ * key finds the old events without an index on the time.
+ */
+export async function pruneEventsBefore(db: Db, cutoff: Date, after: string | undefined, limit: number): Promise<PrunedEvents> {
+  const { rows } = await sql<{ last: string | null; events: number; deliveries: number }>`
+    with old as (
+      select id from webhook_events
+      where id > ${after ?? "00000000-0000-0000-0000-000000000000"} and id < ${uuidv7Floor(cutoff)} and occurred_at < ${cutoff}
+      order by id
+      limit ${limit}
+    ), held as (
+      select distinct event_id from webhook_deliveries
+      where event_id = any (array(select id from old)) and state = 'pending'
+    ), deliveries as (
+      delete from webhook_deliveries
+      where event_id = any (array(select id from old)) and event_id <> all (array(select event_id from held))
+      -- A step lost to a database crash is made by the next sweep.
+      and ${withoutFlushWait}
+      returning 1
+    ), events as (
+      delete from webhook_events
+      where id = any (array(select id from old)) and id <> all (array(select event_id from held))
+      returning 1
+    )
+    select (select id from old order by id desc limit 1) as last,
+           (select count(*)::int from events) as events, (select count(*)::int from deliveries) as deliveries`.execute(db);
+  const row = rows[0]!;
+  return { events: row.events, deliveries: row.deliveries, last: row.last ?? undefined };
 }
 
 /**
