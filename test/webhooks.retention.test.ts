@@ -100,4 +100,18 @@ describe("retention", () => {
     expect(events.map((e) => e.id)).not.toContain(heldEvent);
     expect(events).toHaveLength(2);
   });
+
+  it("deletes a webhook's deliveries and attempts with it", async () => {
+    const r = await receiver();
+    const { webhook } = await api().createWebhook({ url: r.url, events: ["request.completed"] });
+    const { webhook: other } = await api().createWebhook({ url: r.url, events: ["request.completed"] });
+    await api().publishEvent({ event: "request.completed", data: {} });
+    await until(async () => (await api().listDeliveries({ webhookId: webhook!.id })).deliveries.length === 1, 5_000, "attempt recorded");
+    await until(async () => (await api().listDeliveries({ webhookId: other!.id })).deliveries.length === 1, 5_000, "attempt recorded");
+    await api().deleteWebhook({ webhookId: webhook!.id });
+    const rows = async (table: "webhook_deliveries" | "webhook_attempts", id: string) =>
+      (await bed.t.app.db.selectFrom(table).select("id").where("webhook_id", "=", id).execute()).length;
+    expect([await rows("webhook_deliveries", webhook!.id), await rows("webhook_attempts", webhook!.id)]).toEqual([0, 0]);
+    expect([await rows("webhook_deliveries", other!.id), await rows("webhook_attempts", other!.id)]).toEqual([1, 1]);
+  });
 });

@@ -128,14 +128,16 @@ export async function updateWebhook(
     .executeTakeFirst();
 }
 
+/** Deletes the webhook with its deliveries (their foreign key cascades) and its attempts, in one statement. */
 export async function deleteWebhook(db: Db, accountId: string, id: string): Promise<boolean> {
-  const row = await db
-    .deleteFrom("webhooks")
-    .where("id", "=", id)
-    .where("account_id", "=", accountId)
-    .returning("id")
-    .executeTakeFirst();
-  return row !== undefined;
+  const { rows } = await sql<{ id: string }>`
+    with gone as (
+      delete from webhooks where id = ${id} and account_id = ${accountId} returning id
+    ), attempts as (
+      delete from webhook_attempts where webhook_id in (select id from gone)
+    )
+    select id from gone`.execute(db);
+  return rows.length > 0;
 }
 
 export interface NewEvent {
@@ -324,7 +326,9 @@ export async function pruneEventsBefore(db: Db, cutoff: Date, after: string | un
       where event_id = any (array(select id from old)) and event_id <> all (array(select event_id from held))
       -- A step lost to a database crash is made by the next sweep.
       and ${withoutFlushWait}
-      returning 1
+      returning id
+    ), attempts as (
+      delete from webhook_attempts where delivery_id = any (array(select id from deliveries))
     ), events as (
       delete from webhook_events
       where id = any (array(select id from old)) and id <> all (array(select event_id from held))
@@ -468,7 +472,7 @@ export async function recordAttempts(db: Db, outcomes: AttemptOutcome[], disable
       ) with ordinality as t(delivery_id, webhook_id, attempt, status, success, latency_ms, error, response_body,
                              retry_at, state, final, gone, seq)
       -- A webhook deleted while its attempt was in flight took its deliveries along: drop those
-      -- outcomes rather than fail the batch on the foreign key.
+      -- outcomes rather than record attempts of nothing.
       where exists (select 1 from webhook_deliveries d where d.id = t.delivery_id)
         -- Outcomes lost to a database crash mean their deliveries are sent again once their lease
         -- runs out: at least once still holds, so the commit need not wait for the disk.
@@ -526,10 +530,18 @@ export async function resendDelivery(
  * whose last attempt was pruned from the history is left alone: it may have succeeded.
  */
 export async function requeueFailedDeliveries(db: Db, webhookId: string, since: Date): Promise<number> {
+  // The candidates come from two indexes: failed and skipped deliveries by webhook, and failed
+  // attempts by webhook (an attempt is never older than its delivery, so `since` bounds both).
   const { numAffectedRows } = await sql`
     update webhook_deliveries d
     set state = 'pending', attempts = 0, next_attempt_at = now(), locked_until = null
-    where d.webhook_id = ${webhookId} and d.created_at >= ${since} and d.retries
+    where d.id in (
+        select id from webhook_deliveries
+        where webhook_id = ${webhookId} and created_at >= ${since} and state in ('failed', 'skipped')
+        union
+        select delivery_id from webhook_attempts where webhook_id = ${webhookId} and created_at >= ${since} and not success
+      )
+      and d.webhook_id = ${webhookId} and d.created_at >= ${since} and d.retries
       and (d.state in ('failed', 'skipped')
            or (d.state = 'delivered' and not (
              select a.success from webhook_attempts a where a.delivery_id = d.id order by a.created_at desc limit 1)))`.execute(db);

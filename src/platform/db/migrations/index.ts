@@ -16,6 +16,7 @@ import * as m20261123T160000 from "./2026-11-23T16-00-00_webhook_disabled_reason
 import * as m20261123T163000 from "./2026-11-23T16-30-00_namespace_history.js";
 import * as m20261123T170000 from "./2026-11-23T17-00-00_webhook_queue_writes.js";
 import * as m20261123T180000 from "./2026-11-23T18-00-00_webhook_retention.js";
+import * as m20261123T190000 from "./2026-11-23T19-00-00_webhook_outcome_writes.js";
 
 /** Every migration, by name; names sort in the order they run. Forward-only: there is no down. */
 export const migrations: Record<string, Migration> = {
@@ -36,4 +37,5 @@ export const migrations: Record<string, Migration> = {
   "2026-11-23T16-30-00_namespace_history": m20261123T163000,
   "2026-11-23T17-00-00_webhook_queue_writes": m20261123T170000,
   "2026-11-23T18-00-00_webhook_retention": m20261123T180000,
+  "2026-11-23T19-00-00_webhook_outcome_writes": m20261123T190000,
 };
