@@ -471,30 +471,33 @@ export async function recordAttempts(db: Db, outcomes: AttemptOutcome[], disable
         ${column((o) => o.final)}::bool[], ${column((o) => o.gone)}::bool[]
       ) with ordinality as t(delivery_id, webhook_id, attempt, status, success, latency_ms, error, response_body,
                              retry_at, state, final, gone, seq)
-      -- A webhook deleted while its attempt was in flight took its deliveries along: drop those
-      -- outcomes rather than record attempts of nothing.
-      where exists (select 1 from webhook_deliveries d where d.id = t.delivery_id)
-        -- Outcomes lost to a database crash mean their deliveries are sent again once their lease
-        -- runs out: at least once still holds, so the commit need not wait for the disk.
-        and ${withoutFlushWait}
-    ), history as (
-      insert into webhook_attempts
-        (delivery_id, webhook_id, attempt, status, success, latency_ms, error, response_body, next_attempt_at)
-      select delivery_id, webhook_id, attempt, status, success, latency_ms, error, response_body, retry_at from o
+      -- Outcomes lost to a database crash mean their deliveries are sent again once their lease
+      -- runs out: at least once still holds, so the commit need not wait for the disk.
+      where ${withoutFlushWait}
     ), deliveries as (
       update webhook_deliveries d
       set next_attempt_at = coalesce(o.retry_at, d.next_attempt_at), locked_until = null, state = o.state
       from o where d.id = o.delivery_id
+      returning d.id
+    ), r as (
+      -- A webhook deleted while its attempt was in flight took its deliveries along: the update
+      -- found none of those, and their outcomes go no further (no attempts of nothing). Filtering by
+      -- what the update found spares a lookup of each delivery before it.
+      select * from o where delivery_id in (select id from deliveries)
+    ), history as (
+      insert into webhook_attempts
+        (delivery_id, webhook_id, attempt, status, success, latency_ms, error, response_body, next_attempt_at)
+      select delivery_id, webhook_id, attempt, status, success, latency_ms, error, response_body, retry_at from r
     ), per_webhook as (
       -- In finishing order: the last status, and the final failures since the last final success.
       select webhook_id, (array_agg(status order by seq desc))[1] as last_status,
              max(seq) filter (where final and success) as last_success, bool_or(final) as any_final,
              bool_or(gone) as gone
-      from o group by webhook_id
+      from r group by webhook_id
     ), effect as (
       select p.*, b.enabled as was_enabled,
-             (select count(*)::int from o where o.webhook_id = p.webhook_id and o.final and not o.success
-              and (p.last_success is null or o.seq > p.last_success)) as new_failures
+             (select count(*)::int from r where r.webhook_id = p.webhook_id and r.final and not r.success
+              and (p.last_success is null or r.seq > p.last_success)) as new_failures
       from per_webhook p join webhooks b on b.id = p.webhook_id
     )
     update webhooks w
