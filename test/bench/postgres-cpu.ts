@@ -1,7 +1,5 @@
 import fs from "node:fs";
-
-/** USER_HZ on Linux. */
-const CLOCK_TICKS_PER_SECOND = 100;
+import { parentPid, processCpu } from "./proc-stat.js";
 
 /**
  * CPU time, in milliseconds, of the PostgreSQL server listening on `url`'s port: the postmaster,
@@ -12,16 +10,15 @@ export function postgresCpuMs(url: string): () => number {
   const port = new URL(url).port;
   const postmaster = findPostmaster(port);
   return () => {
-    let ticks = 0;
+    let ms = 0;
     for (const pid of fs.readdirSync("/proc")) {
       if (!/^\d+$/.test(pid)) continue;
-      const fields = statFields(pid);
-      if (!fields) continue;
-      // After the command name: state, ppid, ..., utime (14), stime (15), cutime (16), cstime (17).
-      if (pid === postmaster) ticks += Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]);
-      else if (fields[1] === postmaster) ticks += Number(fields[11]) + Number(fields[12]);
+      if (pid === postmaster) {
+        const cpu = processCpu(pid);
+        ms += cpu ? cpu.ownMs + cpu.reapedChildrenMs : 0;
+      } else if (parentPid(pid) === postmaster) ms += processCpu(pid)?.ownMs ?? 0;
     }
-    return (ticks * 1000) / CLOCK_TICKS_PER_SECOND;
+    return ms;
   };
 }
 
@@ -37,12 +34,4 @@ function findPostmaster(port: string): string {
     }
   }
   throw new Error(`no postgres process listening on port ${port}`);
-}
-
-function statFields(pid: string): string[] | undefined {
-  try {
-    return fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  } catch {
-    return undefined;
-  }
 }
