@@ -1,8 +1,14 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import { sql } from "kysely";
 import { describe, expect, it } from "vitest";
+import { Code } from "../src/platform/errors.js";
+import type { Db } from "../src/platform/db/database.js";
+import type { DeliveryState } from "../src/platform/db/schema.js";
+import { uuidv7 } from "../src/platform/ids.js";
+import * as repo from "../src/webhooks/repository.js";
 import { createLogger } from "../src/platform/logger.js";
 import { WebhookRetention } from "../src/webhooks/retention.js";
-import { until } from "./support/expect.js";
+import { failure, until } from "./support/expect.js";
 import { useWebhookApp } from "./support/webhook-app.js";
 
 const bed = useWebhookApp();
@@ -15,8 +21,16 @@ async function count(table: "webhook_events" | "webhook_deliveries" | "webhook_a
 }
 
 async function pendingOrInFlight() {
-  const rows = await bed.t.app.db.selectFrom("webhook_deliveries").select(["state", "attempts"]).execute();
+  const rows = await bed.t.app.db.selectFrom("webhook_deliveries").select(["state", "attempts", "locked_until"]).execute();
   return rows.filter((d) => d.state === "pending");
+}
+
+/** Attempts whose delivery is gone: nothing holds them to it but the statements that delete deliveries. */
+async function orphanAttempts() {
+  const { rows } = await sql<{ n: number }>`
+    select count(*)::int as n from webhook_attempts a
+    where not exists (select 1 from webhook_deliveries d where d.id = a.delivery_id)`.execute(bed.t.app.db);
+  return rows[0]!.n;
 }
 
 /** Everything published so far has had its outcome: delivered, failed, or pending with a retry due much later. */
@@ -26,7 +40,11 @@ async function settled(expectedPending: number) {
       const pending = await pendingOrInFlight();
       const deliveries = await count("webhook_deliveries");
       const attempts = await count("webhook_attempts");
-      return pending.length === expectedPending && pending.every((d) => d.attempts >= 1) && attempts >= deliveries;
+      // Recorded, not only sent: a publish hands its delivery over already at attempt 1, and an
+      // outcome recorded after the test moves a due time would move it back.
+      return (
+        pending.length === expectedPending && pending.every((d) => d.attempts >= 1 && d.locked_until === null) && attempts >= deliveries
+      );
     },
     10_000,
     "deliveries settled",
@@ -75,6 +93,8 @@ describe("retention", () => {
       ["young", "failed"],
     ]);
     // Attempts went with their deliveries; the history shows only what is left.
+    expect(await orphanAttempts()).toBe(0);
+    expect(await count("webhook_attempts")).toBeGreaterThanOrEqual(3);
     expect((await api().listDeliveries({ webhookId: delivered!.id })).deliveries).toHaveLength(1);
 
     // Recover finds only the failure still kept: the old ones are gone.
@@ -113,5 +133,124 @@ describe("retention", () => {
       (await bed.t.app.db.selectFrom(table).select("id").where("webhook_id", "=", id).execute()).length;
     expect([await rows("webhook_deliveries", webhook!.id), await rows("webhook_attempts", webhook!.id)]).toEqual([0, 0]);
     expect([await rows("webhook_deliveries", other!.id), await rows("webhook_attempts", other!.id)]).toEqual([1, 1]);
+  });
+});
+
+/** A transaction on a connection of its own, kept open until `commit`, as another replica's would be. */
+async function heldOpen<T>(work: (tx: Db) => Promise<T>): Promise<{ result: T; commit: () => Promise<void> }> {
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  let started!: (result: T) => void;
+  let failed!: (error: unknown) => void;
+  const result = new Promise<T>((resolve, reject) => ((started = resolve), (failed = reject)));
+  const done = bed.t.app.db.transaction().execute(async (tx) => {
+    started(await work(tx));
+    await gate;
+  });
+  done.catch(failed);
+  const value = await result;
+  return {
+    result: value,
+    commit: async () => {
+      release();
+      await done;
+    },
+  };
+}
+
+/** Some statement of this database is waiting for a row lock. */
+async function someoneWaits(): Promise<boolean> {
+  const { rows } = await sql<{ n: number }>`
+    select count(*)::int as n from pg_stat_activity
+    where datname = current_database() and wait_event_type = 'Lock'`.execute(bed.t.app.db);
+  return rows[0]!.n > 0;
+}
+
+describe("retention against concurrent writes", () => {
+  const retention = () => new WebhookRetention(bed.t.app.db, createLogger("silent"), 30 * DAY_MS);
+  /** Past the retention of everything published so far. */
+  const later = () => new Date(Date.now() + 31 * DAY_MS);
+
+  /** An event of the account published now, with deliveries to `webhookId` in the states given (never due by themselves). */
+  async function eventWith(webhookId: string, states: DeliveryState[], id = uuidv7()) {
+    await bed.t.app.db
+      .insertInto("webhook_events")
+      .values({ id, account_id: bed.user.accountId, name: "request.completed", body: "{}", occurred_at: new Date() })
+      .execute();
+    const deliveries = await bed.t.app.db
+      .insertInto("webhook_deliveries")
+      .values(states.map((state) => ({ event_id: id, webhook_id: webhookId, state, attempts: 1, next_attempt_at: new Date("9999-01-01") })))
+      .returning("id")
+      .execute();
+    return { eventId: id, deliveryIds: deliveries.map((d) => d.id) };
+  }
+  const exists = async (table: "webhook_events" | "webhook_deliveries", id: string) =>
+    (await bed.t.app.db.selectFrom(table).select("id").where("id", "=", id).execute()).length === 1;
+
+  async function webhook() {
+    const r = await receiver();
+    const { webhook } = await api().createWebhook({ url: r.url, events: ["request.completed"] });
+    return webhook!.id;
+  }
+
+  it("keeps a delivery recovered while the sweep waits for it, and its event", async () => {
+    const webhookId = await webhook();
+    const { eventId, deliveryIds } = await eventWith(webhookId, ["failed"]);
+    const recovering = await heldOpen((tx) => repo.requeueFailedDeliveries(tx, webhookId, new Date(Date.now() - 3_600_000)));
+    expect(recovering.result).toBe(1);
+    const sweeping = retention().sweep(later());
+    await until(someoneWaits, 5_000, "the sweep waiting for the recovered delivery");
+    await recovering.commit();
+    await sweeping;
+    expect([await exists("webhook_events", eventId), await exists("webhook_deliveries", deliveryIds[0]!)]).toEqual([true, true]);
+  });
+
+  it("keeps a delivery resent while the sweep runs, and its event", async () => {
+    const webhookId = await webhook();
+    const { eventId, deliveryIds } = await eventWith(webhookId, ["failed"]);
+    const resending = await heldOpen((tx) => repo.resendDelivery(tx, webhookId, deliveryIds[0]!));
+    let swept = false;
+    const sweeping = retention()
+      .sweep(later())
+      .finally(() => (swept = true));
+    await until(async () => swept || (await someoneWaits()), 5_000, "the sweep done or waiting");
+    await resending.commit();
+    await sweeping;
+    expect([await exists("webhook_events", eventId), await exists("webhook_deliveries", resending.result!.deliveryId)]).toEqual([true, true]);
+  });
+
+  it("answers a resend of a delivery whose event the sweep deleted meanwhile with NOT_FOUND naming delivery_id", async () => {
+    const webhookId = await webhook();
+    const { deliveryIds } = await eventWith(webhookId, ["failed"]);
+    const pruning = await heldOpen((tx) => repo.pruneEventsBefore(tx, later(), undefined, 10));
+    expect(pruning.result).toMatchObject({ events: 1, deliveries: 1 });
+    const resend = failure(api().resendDelivery({ webhookId, deliveryId: deliveryIds[0]! }));
+    await until(someoneWaits, 5_000, "the resend waiting for the event");
+    await pruning.commit();
+    const error = await resend;
+    expect([error.code, error.fieldViolations[0]?.field]).toEqual([Code.NOT_FOUND, "delivery_id"]);
+  });
+
+  it("keeps a failed delivery while another delivery of its event is pending, and both go once it is done", async () => {
+    const webhookId = await webhook();
+    const { eventId, deliveryIds } = await eventWith(webhookId, ["pending", "failed"]);
+    const kept = async () => Promise.all([eventId, ...deliveryIds].map((id, i) => exists(i === 0 ? "webhook_events" : "webhook_deliveries", id)));
+    await retention().sweep(later());
+    expect(await kept()).toEqual([true, true, true]);
+    await bed.t.app.db.updateTable("webhook_deliveries").set({ state: "delivered" }).where("id", "=", deliveryIds[0]!).execute();
+    await retention().sweep(later());
+    expect(await kept()).toEqual([false, false, false]);
+  });
+
+  it("deletes a test delivery whose caller died, which no one will ever finish", async () => {
+    const webhookId = await webhook();
+    const deliveryId = await repo.insertTestDelivery(bed.t.app.db, {
+      accountId: bed.user.accountId,
+      webhookId,
+      body: "{}",
+      occurredAt: new Date(),
+    });
+    await retention().sweep(later());
+    expect(await exists("webhook_deliveries", deliveryId)).toBe(false);
   });
 });

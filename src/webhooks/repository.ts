@@ -309,21 +309,35 @@ export interface PrunedEvents {
  * One step of retention: of up to `limit` events published before `cutoff`, in id order after
  * `after`, deletes each with its deliveries (and their attempts), except an event with a delivery
  * still pending, which stays until that delivery is done. The ids are version 7 UUIDs, so the primary
- * key finds the old events without an index on the time.
+ * key finds the old events without an index on the time. Two statements: run it in a transaction.
+ *
+ * The first locks the events, so no delivery can be added to them (a resend's foreign-key check
+ * waits, then finds the event gone); one being resent right now is skipped until the next sweep.
+ * The second, with a snapshot taken after those locks, locks the events' deliveries and reads their
+ * latest state: a delivery recovered or retried meanwhile holds its event back.
  */
 export async function pruneEventsBefore(db: Db, cutoff: Date, after: string | undefined, limit: number): Promise<PrunedEvents> {
-  const { rows } = await sql<{ last: string | null; events: number; deliveries: number }>`
-    with old as (
-      select id from webhook_events
-      where id > ${after ?? "00000000-0000-0000-0000-000000000000"} and id < ${uuidv7Floor(cutoff)} and occurred_at < ${cutoff}
-      order by id
-      limit ${limit}
+  const { rows: old } = await sql<{ id: string }>`
+    select id from webhook_events
+    where id > ${after ?? "00000000-0000-0000-0000-000000000000"} and id < ${uuidv7Floor(cutoff)} and occurred_at < ${cutoff}
+    order by id
+    limit ${limit}
+    for update skip locked`.execute(db);
+  if (old.length === 0) return { events: 0, deliveries: 0, last: undefined };
+  const ids = old.map((e) => e.id);
+  const { rows } = await sql<{ events: number; deliveries: number }>`
+    with locked as (
+      -- Locking returns each row's latest version, not the snapshot's: its state now.
+      select event_id, state, retries from webhook_deliveries where event_id = any (${ids}::uuid[])
+      for update
     ), held as (
-      select distinct event_id from webhook_deliveries
-      where event_id = any (array(select id from old)) and state = 'pending'
+      -- A test delivery is pending only until its caller records it; one whose caller died is never
+      -- sent again and must not keep its event forever.
+      select event_id from locked where state = 'pending' and retries
     ), deliveries as (
       delete from webhook_deliveries
-      where event_id = any (array(select id from old)) and event_id <> all (array(select event_id from held))
+      where event_id = any (${ids}::uuid[]) and event_id <> all (array(select event_id from held))
+        and (state <> 'pending' or not retries)
       -- A step lost to a database crash is made by the next sweep.
       and ${withoutFlushWait}
       returning id
@@ -331,13 +345,12 @@ export async function pruneEventsBefore(db: Db, cutoff: Date, after: string | un
       delete from webhook_attempts where delivery_id = any (array(select id from deliveries))
     ), events as (
       delete from webhook_events
-      where id = any (array(select id from old)) and id <> all (array(select event_id from held))
+      where id = any (${ids}::uuid[]) and id <> all (array(select event_id from held))
       returning 1
     )
-    select (select id from old order by id desc limit 1) as last,
-           (select count(*)::int from events) as events, (select count(*)::int from deliveries) as deliveries`.execute(db);
+    select (select count(*)::int from events) as events, (select count(*)::int from deliveries) as deliveries`.execute(db);
   const row = rows[0]!;
-  return { events: row.events, deliveries: row.deliveries, last: row.last ?? undefined };
+  return { events: row.events, deliveries: row.deliveries, last: ids[ids.length - 1] };
 }
 
 /**

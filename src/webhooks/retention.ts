@@ -53,7 +53,7 @@ export class WebhookRetention {
     const swept: RetentionSweep = { keys, events: 0, deliveries: 0 };
     let after: string | undefined;
     while (!this.stopping) {
-      const step = await repo.pruneEventsBefore(this.db, cutoff, after, this.eventsPerStep);
+      const step = await this.db.transaction().execute((tx) => repo.pruneEventsBefore(tx, cutoff, after, this.eventsPerStep));
       if (step.last === undefined) break;
       after = step.last;
       swept.events += step.events;

@@ -168,7 +168,7 @@ export class WebhookService {
     if (deliveryId === "") violations.add("delivery_id", "is required");
     violations.throwIfAny();
     const webhook = await this.enabledWebhook(principal, webhookId, "resending");
-    const resent = isUuid(deliveryId) ? await repo.resendDelivery(this.db, webhook.id, deliveryId) : undefined;
+    const resent = isUuid(deliveryId) ? await this.copyDelivery(webhook.id, deliveryId) : undefined;
     if (!resent) {
       throw new RpcError(Code.NOT_FOUND, `delivery "${deliveryId}" of webhook "${webhook.id}" not found`, {
         reason: "DELIVERY_NOT_FOUND",
@@ -177,6 +177,16 @@ export class WebhookService {
     }
     this.dispatcher.wakeAll();
     return resent;
+  }
+
+  private async copyDelivery(webhookId: string, deliveryId: string): Promise<{ deliveryId: string; eventId: string } | undefined> {
+    try {
+      return await repo.resendDelivery(this.db, webhookId, deliveryId);
+    } catch (error) {
+      // Retention deleted the event while the copy was being made: the delivery is gone too.
+      if ((error as { code?: string }).code === "23503") return undefined;
+      throw error;
+    }
   }
 
   /** Queues again the webhook's deliveries since `since` that failed or were skipped. */
