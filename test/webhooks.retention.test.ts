@@ -166,7 +166,7 @@ async function someoneWaits(): Promise<boolean> {
   return rows[0]!.n > 0;
 }
 
-describe("retention against concurrent writes", () => {
+describe("retention and webhook deletes against concurrent writes", () => {
   const retention = () => new WebhookRetention(bed.t.app.db, createLogger("silent"), 30 * DAY_MS);
   /** Past the retention of everything published so far. */
   const later = () => new Date(Date.now() + 31 * DAY_MS);
@@ -240,6 +240,33 @@ describe("retention against concurrent writes", () => {
     await bed.t.app.db.updateTable("webhook_deliveries").set({ state: "delivered" }).where("id", "=", deliveryIds[0]!).execute();
     await retention().sweep(later());
     expect(await kept()).toEqual([false, false, false]);
+  });
+
+  it("deletes a webhook with the attempts of an outcome recorded while the delete waited", async () => {
+    const webhookId = await webhook();
+    const { deliveryIds } = await eventWith(webhookId, ["pending"]);
+    const outcome: repo.AttemptOutcome = {
+      deliveryId: deliveryIds[0]!,
+      webhookId,
+      attempt: 1,
+      status: 200,
+      success: true,
+      latencyMs: 1,
+      error: "",
+      responseBody: "",
+      retryAt: undefined,
+      state: "delivered",
+      final: true,
+      gone: false,
+    };
+    // Recording holds the webhook's row until it commits.
+    const recording = await heldOpen((tx) => repo.recordAttempts(tx, [outcome], 10));
+    const deleting = api().deleteWebhook({ webhookId });
+    await until(someoneWaits, 5_000, "the delete waiting for the webhook");
+    await recording.commit();
+    await deleting;
+    const attempts = await bed.t.app.db.selectFrom("webhook_attempts").select("id").where("webhook_id", "=", webhookId).execute();
+    expect(attempts).toHaveLength(0);
   });
 
   it("deletes a test delivery whose caller died, which no one will ever finish", async () => {

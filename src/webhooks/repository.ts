@@ -128,16 +128,17 @@ export async function updateWebhook(
     .executeTakeFirst();
 }
 
-/** Deletes the webhook with its deliveries (their foreign key cascades) and its attempts, in one statement. */
+/**
+ * Deletes the webhook with its deliveries (their foreign key cascades) and then its attempts. Two
+ * statements: run it in a transaction. The attempts are looked for by a statement of their own, with
+ * a snapshot taken once the webhook is deleted: an outcome being recorded holds the webhook's row,
+ * and its attempts, committed while the delete waited, are not in a snapshot taken before.
+ */
 export async function deleteWebhook(db: Db, accountId: string, id: string): Promise<boolean> {
-  const { rows } = await sql<{ id: string }>`
-    with gone as (
-      delete from webhooks where id = ${id} and account_id = ${accountId} returning id
-    ), attempts as (
-      delete from webhook_attempts where webhook_id in (select id from gone)
-    )
-    select id from gone`.execute(db);
-  return rows.length > 0;
+  const gone = await db.deleteFrom("webhooks").where("id", "=", id).where("account_id", "=", accountId).executeTakeFirst();
+  if (gone.numDeletedRows === 0n) return false;
+  await db.deleteFrom("webhook_attempts").where("webhook_id", "=", id).execute();
+  return true;
 }
 
 export interface NewEvent {

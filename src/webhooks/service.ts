@@ -113,7 +113,7 @@ export class WebhookService {
   }
 
   async delete(principal: Principal, webhookId: string): Promise<void> {
-    if (!isUuid(webhookId) || !(await repo.deleteWebhook(this.db, principal.accountId, webhookId))) {
+    if (!isUuid(webhookId) || !(await this.db.transaction().execute((tx) => repo.deleteWebhook(tx, principal.accountId, webhookId)))) {
       throw webhookNotFound(webhookId);
     }
   }
