@@ -222,7 +222,7 @@ describe("retention and webhook deletes against concurrent writes", () => {
   it("answers a resend of a delivery whose event the sweep deleted meanwhile with NOT_FOUND naming delivery_id", async () => {
     const webhookId = await webhook();
     const { deliveryIds } = await eventWith(webhookId, ["failed"]);
-    const pruning = await heldOpen((tx) => repo.pruneEventsBefore(tx, later(), undefined, 10));
+    const pruning = await heldOpen((tx) => repo.pruneEventsBefore(tx, "v7", later(), undefined, 10));
     expect(pruning.result).toMatchObject({ events: 1, deliveries: 1 });
     const resend = failure(api().resendDelivery({ webhookId, deliveryId: deliveryIds[0]! }));
     await until(someoneWaits, 5_000, "the resend waiting for the event");
@@ -267,6 +267,24 @@ describe("retention and webhook deletes against concurrent writes", () => {
     await deleting;
     const attempts = await bed.t.app.db.selectFrom("webhook_attempts").select("id").where("webhook_id", "=", webhookId).execute();
     expect(attempts).toHaveLength(0);
+  });
+
+  it("deletes events stored before ids were version 7 once they are old, wherever their random ids sort", async () => {
+    const webhookId = await webhook();
+    const v4 = (n: number, first: string) => `${first}0000000-0000-4000-8000-00000000000${n}`;
+    const [low, high, young] = [v4(1, "0"), v4(2, "f"), v4(3, "0")];
+    await eventWith(webhookId, ["delivered"], low);
+    await eventWith(webhookId, ["failed"], high);
+    await eventWith(webhookId, ["delivered"], young);
+    // Published later than the sweep's cutoff, though its id sorts below every version 7 floor.
+    await bed.t.app.db.updateTable("webhook_events").set({ occurred_at: new Date(Date.now() + 60 * DAY_MS) }).where("id", "=", young).execute();
+    // One event per step, so the pass over the older ids goes on from its cursor.
+    await new WebhookRetention(bed.t.app.db, createLogger("silent"), 30 * DAY_MS, 1).sweep(later());
+    expect([await exists("webhook_events", low), await exists("webhook_events", high), await exists("webhook_events", young)]).toEqual([
+      false,
+      false,
+      true,
+    ]);
   });
 
   it("deletes a test delivery whose caller died, which no one will ever finish", async () => {

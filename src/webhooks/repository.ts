@@ -299,37 +299,67 @@ export async function pruneExpiredPublishKeys(db: Db): Promise<number> {
   return Number(numDeletedRows);
 }
 
+/** Where a step of retention stopped: the last event it looked at. */
+export interface EventCursor {
+  id: string;
+  /** As PostgreSQL prints it: a Date would drop the microseconds, and the step would come back to the row. */
+  occurred_at: string;
+}
+
 export interface PrunedEvents {
   events: number;
   deliveries: number;
-  /** The last event id looked at: the next step starts after it. Undefined when there were none. */
-  last: string | undefined;
+  /** The next step starts after it. Undefined when there were none. */
+  last: EventCursor | undefined;
 }
 
 /**
- * One step of retention: of up to `limit` events published before `cutoff`, in id order after
- * `after`, deletes each with its deliveries (and their attempts), except an event with a delivery
- * still pending, which stays until that delivery is done. The ids are version 7 UUIDs, so the primary
- * key finds the old events without an index on the time. Two statements: run it in a transaction.
+ * Which events a retention pass walks: those with version 7 ids, in id order over the primary key,
+ * or those with ids made before the switch to version 7 (random, so in no useful order), in
+ * publishing order through an index that holds only them.
+ */
+export type EventIds = "v7" | "older";
+
+/**
+ * One step of retention: of up to `limit` events published before `cutoff` after `after`, deletes
+ * each with its deliveries (and their attempts), except an event with a delivery still pending,
+ * which stays until that delivery is done. Two statements: run it in a transaction.
  *
  * The first locks the events, so no delivery can be added to them (a resend's foreign-key check
  * waits, then finds the event gone); one being resent right now is skipped until the next sweep.
  * The second, with a snapshot taken after those locks, locks the events' deliveries and reads their
  * latest state: a delivery recovered or retried meanwhile holds its event back.
  */
-export async function pruneEventsBefore(db: Db, cutoff: Date, after: string | undefined, limit: number): Promise<PrunedEvents> {
-  const { rows: old } = await sql<{ id: string }>`
-    select id from webhook_events
-    where id > ${after ?? "00000000-0000-0000-0000-000000000000"} and id < ${uuidv7Floor(cutoff)} and occurred_at < ${cutoff}
-    order by id
-    limit ${limit}
-    for update skip locked`.execute(db);
-  if (old.length === 0) return { events: 0, deliveries: 0, last: undefined };
-  const ids = old.map((e) => e.id);
+export async function pruneEventsBefore(
+  db: Db,
+  ids: EventIds,
+  cutoff: Date,
+  after: EventCursor | undefined,
+  limit: number,
+): Promise<PrunedEvents> {
+  // occurred_at is checked on the id path too: ids below the floor are not all version 7 ones. An id
+  // made before the switch is random, and one in about 160 sorts below any floor of these years.
+  const old =
+    ids === "v7"
+      ? await sql<EventCursor>`
+          select id, occurred_at::text from webhook_events
+          where id > ${after?.id ?? "00000000-0000-0000-0000-000000000000"} and id < ${uuidv7Floor(cutoff)} and occurred_at < ${cutoff}
+          order by id
+          limit ${limit}
+          for update skip locked`.execute(db)
+      : await sql<EventCursor>`
+          select id, occurred_at::text from webhook_events
+          where substr(id::text, 15, 1) <> '7' and occurred_at < ${cutoff}
+            and (occurred_at, id) > (${after?.occurred_at ?? "-infinity"}::timestamptz, ${after?.id ?? "00000000-0000-0000-0000-000000000000"})
+          order by occurred_at, id
+          limit ${limit}
+          for update skip locked`.execute(db);
+  if (old.rows.length === 0) return { events: 0, deliveries: 0, last: undefined };
+  const events = old.rows.map((e) => e.id);
   const { rows } = await sql<{ events: number; deliveries: number }>`
     with locked as (
       -- Locking returns each row's latest version, not the snapshot's: its state now.
-      select event_id, state, retries from webhook_deliveries where event_id = any (${ids}::uuid[])
+      select event_id, state, retries from webhook_deliveries where event_id = any (${events}::uuid[])
       for update
     ), held as (
       -- A test delivery is pending only until its caller records it; one whose caller died is never
@@ -337,7 +367,7 @@ export async function pruneEventsBefore(db: Db, cutoff: Date, after: string | un
       select event_id from locked where state = 'pending' and retries
     ), deliveries as (
       delete from webhook_deliveries
-      where event_id = any (${ids}::uuid[]) and event_id <> all (array(select event_id from held))
+      where event_id = any (${events}::uuid[]) and event_id <> all (array(select event_id from held))
         and (state <> 'pending' or not retries)
       -- A step lost to a database crash is made by the next sweep.
       and ${withoutFlushWait}
@@ -346,12 +376,12 @@ export async function pruneEventsBefore(db: Db, cutoff: Date, after: string | un
       delete from webhook_attempts where delivery_id = any (array(select id from deliveries))
     ), events as (
       delete from webhook_events
-      where id = any (${ids}::uuid[]) and id <> all (array(select event_id from held))
+      where id = any (${events}::uuid[]) and id <> all (array(select event_id from held))
       returning 1
     )
     select (select count(*)::int from events) as events, (select count(*)::int from deliveries) as deliveries`.execute(db);
   const row = rows[0]!;
-  return { events: row.events, deliveries: row.deliveries, last: ids[ids.length - 1] };
+  return { events: row.events, deliveries: row.deliveries, last: old.rows[old.rows.length - 1] };
 }
 
 /**

@@ -51,17 +51,19 @@ export class WebhookRetention {
     if (keys > 0) this.logger.info({ event: "publish_keys_expired", keys }, "expired idempotency keys deleted");
     const cutoff = new Date(now.getTime() - this.retentionMs);
     const swept: RetentionSweep = { keys, events: 0, deliveries: 0 };
-    let after: string | undefined;
-    while (!this.stopping) {
-      const step = await this.db.transaction().execute((tx) => repo.pruneEventsBefore(tx, cutoff, after, this.eventsPerStep));
-      if (step.last === undefined) break;
-      after = step.last;
-      swept.events += step.events;
-      swept.deliveries += step.deliveries;
-      this.logger.info(
-        { event: "webhook_events_expired", events: step.events, deliveries: step.deliveries, total_events: swept.events },
-        "expired webhook events deleted",
-      );
+    for (const ids of ["v7", "older"] as const) {
+      let after: repo.EventCursor | undefined;
+      while (!this.stopping) {
+        const step = await this.db.transaction().execute((tx) => repo.pruneEventsBefore(tx, ids, cutoff, after, this.eventsPerStep));
+        if (step.last === undefined) break;
+        after = step.last;
+        swept.events += step.events;
+        swept.deliveries += step.deliveries;
+        this.logger.info(
+          { event: "webhook_events_expired", events: step.events, deliveries: step.deliveries, total_events: swept.events },
+          "expired webhook events deleted",
+        );
+      }
     }
     return swept;
   }
