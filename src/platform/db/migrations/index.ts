@@ -19,6 +19,7 @@ import * as m20261123T180000 from "./2026-11-23T18-00-00_webhook_retention.js";
 import * as m20261123T190000 from "./2026-11-23T19-00-00_webhook_outcome_writes.js";
 import * as m20261123T193000 from "./2026-11-23T19-30-00_webhook_deliveries_by_webhook.js";
 import * as m20261123T193100 from "./2026-11-23T19-31-00_webhook_events_before_v7.js";
+import * as m20261123T193200 from "./2026-11-23T19-32-00_webhook_value_checks.js";
 
 /** Every migration, by name; names sort in the order they run. Forward-only: there is no down. */
 export const migrations: Record<string, Migration> = {
@@ -42,4 +43,5 @@ export const migrations: Record<string, Migration> = {
   "2026-11-23T19-00-00_webhook_outcome_writes": m20261123T190000,
   "2026-11-23T19-30-00_webhook_deliveries_by_webhook": m20261123T193000,
   "2026-11-23T19-31-00_webhook_events_before_v7": m20261123T193100,
+  "2026-11-23T19-32-00_webhook_value_checks": m20261123T193200,
 };
