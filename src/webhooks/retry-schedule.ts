@@ -1,5 +1,6 @@
 import type { DeliveryState, RetrySchedule } from "../platform/db/schema.js";
 import type { Violations } from "../platform/errors.js";
+import { oneOf } from "./one-of.js";
 
 /**
  * The gap before each retry, in units of the retry base (1 s unless configured). seed (the default):
@@ -10,21 +11,14 @@ const GAPS: Record<RetrySchedule, readonly number[]> = {
   seed: [1, 2, 4],
   extended: [5, 300, 1_800, 7_200, 18_000, 36_000, 36_000],
 };
-const RETRY_SCHEDULES = Object.keys(GAPS) as RetrySchedule[];
 /** Extended gaps vary by this fraction either way, so receivers that failed together are not retried together. */
 const JITTER = 0.2;
 /** Retry-After is honoured up to this long; a receiver asking for more is tried again after it. */
 export const RETRY_AFTER_MAX_MS = 60 * 60 * 1000;
 
-export function isRetrySchedule(value: string): value is RetrySchedule {
-  return (RETRY_SCHEDULES as string[]).includes(value);
-}
-
 /** The schedule when it is one; otherwise names `retry_schedule` in `violations`. */
 export function checkRetrySchedule(violations: Violations, schedule: string): RetrySchedule | undefined {
-  if (isRetrySchedule(schedule)) return schedule;
-  violations.add("retry_schedule", `must be one of ${RETRY_SCHEDULES.join(", ")}`);
-  return undefined;
+  return oneOf(violations, "retry_schedule", schedule, GAPS);
 }
 
 /**

@@ -1,9 +1,11 @@
 import { createHmac, randomBytes } from "node:crypto";
 import type { SignatureScheme } from "../platform/db/schema.js";
 import type { Violations } from "../platform/errors.js";
+import { oneOf } from "./one-of.js";
 import { signBody } from "./signature.js";
 
-const SIGNATURE_SCHEMES: readonly SignatureScheme[] = ["seed", "standard-webhooks"];
+/** How each scheme's generated secret is written after `whsec_`: hex for the default, base64 as Standard Webhooks reads it. */
+const SECRET_ENCODING = { seed: "hex", "standard-webhooks": "base64" } satisfies Record<SignatureScheme, BufferEncoding>;
 /** How long a replaced secret keeps signing, so receivers can switch without losing a delivery. */
 export const PREVIOUS_SECRET_TTL_MS = 24 * 60 * 60 * 1000;
 /** The default ("seed") scheme's header carrying the replaced secret's signature while it still signs. */
@@ -19,15 +21,9 @@ export interface SigningKeys {
   previous_secret: string | null;
 }
 
-export function isSignatureScheme(value: string): value is SignatureScheme {
-  return (SIGNATURE_SCHEMES as readonly string[]).includes(value);
-}
-
 /** The scheme when it is one; otherwise names `signature_scheme` in `violations`. */
 export function checkScheme(violations: Violations, scheme: string): SignatureScheme | undefined {
-  if (isSignatureScheme(scheme)) return scheme;
-  violations.add("signature_scheme", `must be one of ${SIGNATURE_SCHEMES.join(", ")}`);
-  return undefined;
+  return oneOf(violations, "signature_scheme", scheme, SECRET_ENCODING);
 }
 
 export function checkStandardSecret(violations: Violations, secret: string): void {
@@ -41,8 +37,7 @@ export function checkStandardSecret(violations: Violations, secret: string): voi
 
 /** A new secret in the scheme's format: whsec_ + 48 hex for the default scheme, or whsec_ + base64 of 24 bytes. */
 export function generateSecretFor(scheme: SignatureScheme): string {
-  const bytes = randomBytes(24);
-  return `whsec_${scheme === "standard-webhooks" ? bytes.toString("base64") : bytes.toString("hex")}`;
+  return `whsec_${randomBytes(24).toString(SECRET_ENCODING[scheme])}`;
 }
 
 /** The previous secret, while it still signs. */

@@ -1,5 +1,6 @@
 import type { WebhookKind } from "../../platform/db/schema.js";
 import type { Violations } from "../../platform/errors.js";
+import { oneOf } from "../one-of.js";
 import type { ClaimedDelivery } from "../repository.js";
 import { checkTemplate, renderTemplate } from "./custom-template.js";
 import { discordMessage } from "./discord.js";
@@ -17,30 +18,23 @@ const SETTINGS: Record<WebhookKind, readonly string[]> = {
   "magic-hour": [],
   custom: ["template"],
 };
-const WEBHOOK_KINDS = Object.keys(SETTINGS) as WebhookKind[];
-
-export function isWebhookKind(value: string): value is WebhookKind {
-  return (WEBHOOK_KINDS as string[]).includes(value);
-}
 
 /**
  * Checks a kind and its settings together, naming `kind` or `settings.<key>`; returns the kind when
  * it is one.
  */
 export function checkKind(violations: Violations, kind: string, settings: Record<string, string>): WebhookKind | undefined {
-  if (!isWebhookKind(kind)) {
-    violations.add("kind", `must be one of ${WEBHOOK_KINDS.join(", ")}`);
-    return undefined;
-  }
-  const allowed = SETTINGS[kind];
+  const known = oneOf(violations, "kind", kind, SETTINGS);
+  if (known === undefined) return undefined;
+  const allowed = SETTINGS[known];
   for (const key of Object.keys(settings)) {
     if (!allowed.includes(key)) {
-      violations.add(`settings.${key}`, allowed.length > 0 ? `kind ${kind} takes only ${allowed.join(", ")}` : `kind ${kind} takes no settings`);
+      violations.add(`settings.${key}`, allowed.length > 0 ? `kind ${known} takes only ${allowed.join(", ")}` : `kind ${known} takes no settings`);
     }
   }
-  if (kind === "telegram") checkTelegramSettings(violations, settings);
-  if (kind === "custom") checkTemplate(violations, settings.template);
-  return kind;
+  if (known === "telegram") checkTelegramSettings(violations, settings);
+  if (known === "custom") checkTemplate(violations, settings.template);
+  return known;
 }
 
 export interface KindPayload {
