@@ -269,6 +269,28 @@ describe("retention and webhook deletes against concurrent writes", () => {
     expect(attempts).toHaveLength(0);
   });
 
+  it("deletes a webhook while an outcome of its is being recorded, without a deadlock", async () => {
+    const webhookId = await webhook();
+    const { deliveryIds } = await eventWith(webhookId, ["pending"]);
+    // Recording an outcome updates the delivery, then its webhook.
+    let recorded!: () => void;
+    const webhookNext = new Promise<void>((resolve) => (recorded = resolve));
+    const recording = await heldOpen(async (tx) => {
+      await tx.updateTable("webhook_deliveries").set({ state: "delivered" }).where("id", "=", deliveryIds[0]!).execute();
+      return async () => {
+        await tx.updateTable("webhooks").set({ last_status: 200 }).where("id", "=", webhookId).execute();
+        recorded();
+      };
+    });
+    const deleting = api().deleteWebhook({ webhookId });
+    await until(someoneWaits, 5_000, "the delete waiting for the delivery");
+    await recording.result();
+    await webhookNext;
+    await recording.commit();
+    await deleting;
+    expect(await exists("webhook_deliveries", deliveryIds[0]!)).toBe(false);
+  });
+
   it("deletes events stored before ids were version 7 once they are old, wherever their random ids sort", async () => {
     const webhookId = await webhook();
     const v4 = (n: number, first: string) => `${first}0000000-0000-4000-8000-00000000000${n}`;

@@ -129,12 +129,18 @@ export async function updateWebhook(
 }
 
 /**
- * Deletes the webhook with its deliveries (their foreign key cascades) and then its attempts. Two
- * statements: run it in a transaction. The attempts are looked for by a statement of their own, with
- * a snapshot taken once the webhook is deleted: an outcome being recorded holds the webhook's row,
- * and its attempts, committed while the delete waited, are not in a snapshot taken before.
+ * Deletes the webhook with its deliveries and their attempts. Three statements: run it in a
+ * transaction. Recording outcomes locks deliveries and then their webhook, so the deliveries go
+ * first, in that order too: deleting the webhook first (its foreign key then cascading to the
+ * deliveries) deadlocked with an outcome being recorded. The cascade still takes any delivery a
+ * publish added meanwhile. The attempts are looked for last, with a snapshot taken once the webhook
+ * is gone: those of an outcome committed while the deletes waited are not in an earlier one.
  */
 export async function deleteWebhook(db: Db, accountId: string, id: string): Promise<boolean> {
+  await db
+    .deleteFrom("webhook_deliveries")
+    .where("webhook_id", "=", (eb) => eb.selectFrom("webhooks").select("id").where("id", "=", id).where("account_id", "=", accountId))
+    .execute();
   const gone = await db.deleteFrom("webhooks").where("id", "=", id).where("account_id", "=", accountId).executeTakeFirst();
   if (gone.numDeletedRows === 0n) return false;
   await db.deleteFrom("webhook_attempts").where("webhook_id", "=", id).execute();
