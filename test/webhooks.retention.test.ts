@@ -112,6 +112,8 @@ describe("retention", () => {
 
     // Once its delivery is done, the held event goes with the next sweep.
     held.reply = () => 200;
+    // The recovered delivery's outcome recorded too, so only the held one is moved.
+    await settled(1);
     // Due now: the dispatcher's idle poll picks it up.
     await bed.t.app.db.updateTable("webhook_deliveries").set({ next_attempt_at: new Date() }).where("state", "=", "pending").execute();
     await until(async () => (await pendingOrInFlight()).length === 0, 10_000, "held delivery done");
