@@ -76,6 +76,8 @@ export interface Config {
     concurrency: number;
     /** Newest delivery attempts kept per webhook. */
     historyLimit: number;
+    /** Events, with their deliveries and attempts, are deleted this long after they were published. */
+    retentionMs: number;
   };
 }
 
@@ -203,6 +205,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       retryBaseMs: int("WEBHOOK_RETRY_BASE_MS", 1_000, 1, 3_600_000),
       concurrency: int("WEBHOOK_CONCURRENCY", 256, 1, 10_000),
       historyLimit: int("WEBHOOK_HISTORY_LIMIT", 1_000, 1, 1_000_000),
+      // At least two days: longer than the extended retry schedule and an idempotency key's 24 hours.
+      retentionMs: int("WEBHOOK_RETENTION_DAYS", 30, 2, 3_650) * 86_400_000,
     },
   };
   if (problems.length > 0) throw new ConfigError(problems);

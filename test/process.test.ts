@@ -145,6 +145,12 @@ describe("the service process (embedded PostgreSQL)", () => {
     expect(service.stderr).toContain("S3_PREFIX");
   });
 
+  it("exits with code 2 on a WEBHOOK_RETENTION_DAYS shorter than an idempotency key lives", { timeout: 60_000 }, async () => {
+    const { service } = await start({ WEBHOOK_RETENTION_DAYS: "1" });
+    expect((await service.exited).code).toBe(2);
+    expect(service.stderr).toContain('WEBHOOK_RETENTION_DAYS: must be an integer from 2 to 3650, got "1"');
+  });
+
   it("exits with code 2 on a bad ADMIN_TOKEN without starting the database", { timeout: 60_000 }, async () => {
     const { service } = await start({ ADMIN_TOKEN: "short" });
     expect((await service.exited).code).toBe(2);

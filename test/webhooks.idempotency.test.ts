@@ -2,7 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code } from "../src/client/index.js";
 import { createLogger } from "../src/platform/logger.js";
-import { PublishKeyExpiry } from "../src/webhooks/publish-key-expiry.js";
+import { WebhookRetention } from "../src/webhooks/retention.js";
 import { createAccountWithKey } from "./support/accounts.js";
 import { startTestApp, type TestApp } from "./support/app.js";
 import { createTestDatabase } from "./support/database.js";
@@ -103,8 +103,8 @@ describe("PublishEvent with an idempotency_key", () => {
     });
 
     await a.app.db.updateTable("webhook_publish_keys").set({ created_at: hours(25) }).where("key", "=", "old-key").execute();
-    const expiry = new PublishKeyExpiry(a.app.db, createLogger("silent"));
-    expect(await expiry.sweep()).toBeGreaterThanOrEqual(1);
+    const retention = new WebhookRetention(a.app.db, createLogger("silent"), 30 * 86_400_000);
+    expect((await retention.sweep()).keys).toBeGreaterThanOrEqual(1);
     const left = await a.app.db.selectFrom("webhook_publish_keys").select("key").where("key", "in", ["old-key", "young-key"]).execute();
     expect(left.map((k) => k.key)).toEqual(["young-key"]);
   });

@@ -125,6 +125,24 @@ describe("management", () => {
     expect((await failure(api().deleteWebhook({ webhookId: "nope" }))).code).toBe(Code.NOT_FOUND);
   });
 
+  it("has the database refuse a kind, signature scheme or retry schedule the service does not know", async () => {
+    const valid = {
+      accountId: user.accountId,
+      url: "https://example.com/hook",
+      events: ["*"],
+      secret: "whsec_0123456789abcdef0123456789abcdef",
+      description: "",
+      kind: "generic",
+      settings: {},
+      signatureScheme: "seed",
+      retrySchedule: "seed",
+    } as const;
+    for (const bad of [{ kind: "fax" }, { signatureScheme: "rot13" }, { retrySchedule: "never" }]) {
+      const error = await repo.insertWebhook(t.app.db, { ...valid, ...bad } as unknown as Parameters<typeof repo.insertWebhook>[1]).catch((e: unknown) => e);
+      expect((error as { code?: string }).code).toBe("23514");
+    }
+  });
+
   it("validates URLs: valid, invalid_url, and blocked_private when private targets are not allowed", async () => {
     expect(await api().validateUrl({ url: "http://127.0.0.1:8080/x" })).toEqual({ valid: true, reason: "" });
     expect(await api().validateUrl({ url: "gopher://x" })).toEqual({ valid: false, reason: "invalid_url" });

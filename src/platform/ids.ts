@@ -25,10 +25,25 @@ function two(n: number): string {
  * inserted in time order, at the right edge of their index, as PostgreSQL's uuidv7() makes them.
  */
 export function uuidv7(): string {
-  const bytes = randomBytes(16);
-  bytes.writeUIntBE(Date.now(), 0, 6);
+  return formatUuid(uuidv7Bytes(randomBytes(16), Date.now()));
+}
+
+/**
+ * The smallest version 7 UUID of the millisecond `at`: every one made earlier sorts below it, every
+ * one made then or later not, so an index on such ids doubles as an index on when rows were made.
+ */
+export function uuidv7Floor(at: Date): string {
+  return formatUuid(uuidv7Bytes(Buffer.alloc(16), at.getTime()));
+}
+
+function uuidv7Bytes(bytes: Buffer, ms: number): Buffer {
+  bytes.writeUIntBE(ms, 0, 6);
   bytes[6] = (bytes[6]! & 0x0f) | 0x70;
   bytes[8] = (bytes[8]! & 0x3f) | 0x80;
+  return bytes;
+}
+
+function formatUuid(bytes: Buffer): string {
   const hex = bytes.toString("hex");
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }

@@ -5,7 +5,7 @@ import { dashboardRoutes } from "./dashboard.js";
 import { Dispatcher } from "./dispatcher.js";
 import { webhookService } from "./handlers.js";
 import { WebhookHttpClient } from "./outbound.js";
-import { PublishKeyExpiry } from "./publish-key-expiry.js";
+import { WebhookRetention } from "./retention.js";
 import { WebhookService } from "./service.js";
 
 export interface WebhooksModule extends Capability {
@@ -14,7 +14,7 @@ export interface WebhooksModule extends Capability {
 
 /**
  * Webhook subscriptions, publishing and the dashboard; start() runs the dispatcher and the key
- * expiry, stop() lets the dispatcher's attempts finish.
+ * retention sweep, stop() lets the dispatcher's attempts finish.
  */
 export function webhooksModule(platform: Platform, authenticate: Authenticator): WebhooksModule {
   const { config, db, notifications, logger, metrics, guard } = platform;
@@ -27,17 +27,17 @@ export function webhooksModule(platform: Platform, authenticate: Authenticator):
     settings: config.webhooks,
   });
   const service = new WebhookService(db, guard, dispatcher);
-  const publishKeys = new PublishKeyExpiry(db, logger);
+  const retention = new WebhookRetention(db, logger, config.webhooks.retentionMs);
   return {
     service,
     services: [webhookService(service)],
     routes: [dashboardRoutes(authenticate)],
     start: () => {
       dispatcher.start();
-      publishKeys.start();
+      retention.start();
     },
     stop: async () => {
-      await publishKeys.stop();
+      await retention.stop();
       await dispatcher.stop();
     },
   };

@@ -1,7 +1,15 @@
 import { sql } from "kysely";
 import { prepared, withoutFlushWait, type Db } from "../platform/db/database.js";
-import { uuidv7 } from "../platform/ids.js";
-import type { DeliveryState, DisabledReason, WebhookAttemptRow, WebhookRow } from "../platform/db/schema.js";
+import { uuidv7, uuidv7Floor } from "../platform/ids.js";
+import type {
+  DeliveryState,
+  DisabledReason,
+  RetrySchedule,
+  SignatureScheme,
+  WebhookAttemptRow,
+  WebhookKind,
+  WebhookRow,
+} from "../platform/db/schema.js";
 
 export async function insertWebhook(
   db: Db,
@@ -11,10 +19,10 @@ export async function insertWebhook(
     events: string[];
     secret: string;
     description: string;
-    kind: string;
+    kind: WebhookKind;
     settings: Record<string, string>;
-    signatureScheme: string;
-    retrySchedule: string;
+    signatureScheme: SignatureScheme;
+    retrySchedule: RetrySchedule;
   },
 ): Promise<WebhookRow> {
   return db
@@ -59,10 +67,10 @@ export interface WebhookPatch {
   events?: string[];
   description?: string;
   enabled?: boolean;
-  kind?: string;
+  kind?: WebhookKind;
   settings?: Record<string, string>;
-  signatureScheme?: string;
-  retrySchedule?: string;
+  signatureScheme?: SignatureScheme;
+  retrySchedule?: RetrySchedule;
 }
 
 /**
@@ -120,14 +128,23 @@ export async function updateWebhook(
     .executeTakeFirst();
 }
 
+/**
+ * Deletes the webhook with its deliveries and their attempts. Three statements: run it in a
+ * transaction. Recording outcomes locks deliveries and then their webhook, so the deliveries go
+ * first, in that order too: deleting the webhook first (its foreign key then cascading to the
+ * deliveries) deadlocked with an outcome being recorded. The cascade still takes any delivery a
+ * publish added meanwhile. The attempts are looked for last, with a snapshot taken once the webhook
+ * is gone: those of an outcome committed while the deletes waited are not in an earlier one.
+ */
 export async function deleteWebhook(db: Db, accountId: string, id: string): Promise<boolean> {
-  const row = await db
-    .deleteFrom("webhooks")
-    .where("id", "=", id)
-    .where("account_id", "=", accountId)
-    .returning("id")
-    .executeTakeFirst();
-  return row !== undefined;
+  await db
+    .deleteFrom("webhook_deliveries")
+    .where("webhook_id", "=", (eb) => eb.selectFrom("webhooks").select("id").where("id", "=", id).where("account_id", "=", accountId))
+    .execute();
+  const gone = await db.deleteFrom("webhooks").where("id", "=", id).where("account_id", "=", accountId).executeTakeFirst();
+  if (gone.numDeletedRows === 0n) return false;
+  await db.deleteFrom("webhook_attempts").where("webhook_id", "=", id).execute();
+  return true;
 }
 
 export interface NewEvent {
@@ -288,6 +305,91 @@ export async function pruneExpiredPublishKeys(db: Db): Promise<number> {
   return Number(numDeletedRows);
 }
 
+/** Where a step of retention stopped: the last event it looked at. */
+export interface EventCursor {
+  id: string;
+  /** As PostgreSQL prints it: a Date would drop the microseconds, and the step would come back to the row. */
+  occurred_at: string;
+}
+
+export interface PrunedEvents {
+  events: number;
+  deliveries: number;
+  /** The next step starts after it. Undefined when there were none. */
+  last: EventCursor | undefined;
+}
+
+/**
+ * Which events a retention pass walks: those with version 7 ids, in id order over the primary key,
+ * or those with ids made before the switch to version 7 (random, so in no useful order), in
+ * publishing order through an index that holds only them.
+ */
+export type EventIds = "v7" | "older";
+
+/**
+ * One step of retention: of up to `limit` events published before `cutoff` after `after`, deletes
+ * each with its deliveries (and their attempts), except an event with a delivery still pending,
+ * which stays until that delivery is done. Two statements: run it in a transaction.
+ *
+ * The first locks the events, so no delivery can be added to them (a resend's foreign-key check
+ * waits, then finds the event gone); one being resent right now is skipped until the next sweep.
+ * The second, with a snapshot taken after those locks, locks the events' deliveries and reads their
+ * latest state: a delivery recovered or retried meanwhile holds its event back.
+ */
+export async function pruneEventsBefore(
+  db: Db,
+  ids: EventIds,
+  cutoff: Date,
+  after: EventCursor | undefined,
+  limit: number,
+): Promise<PrunedEvents> {
+  // occurred_at is checked on the id path too: ids below the floor are not all version 7 ones. An id
+  // made before the switch is random, and one in about 160 sorts below any floor of these years.
+  const old =
+    ids === "v7"
+      ? await sql<EventCursor>`
+          select id, occurred_at::text from webhook_events
+          where id > ${after?.id ?? "00000000-0000-0000-0000-000000000000"} and id < ${uuidv7Floor(cutoff)} and occurred_at < ${cutoff}
+          order by id
+          limit ${limit}
+          for update skip locked`.execute(db)
+      : await sql<EventCursor>`
+          select id, occurred_at::text from webhook_events
+          where substr(id::text, 15, 1) <> '7' and occurred_at < ${cutoff}
+            and (occurred_at, id) > (${after?.occurred_at ?? "-infinity"}::timestamptz, ${after?.id ?? "00000000-0000-0000-0000-000000000000"})
+          order by occurred_at, id
+          limit ${limit}
+          for update skip locked`.execute(db);
+  if (old.rows.length === 0) return { events: 0, deliveries: 0, last: undefined };
+  const events = old.rows.map((e) => e.id);
+  const { rows } = await sql<{ events: number; deliveries: number }>`
+    with locked as (
+      -- Locking returns each row's latest version, not the snapshot's: its state now.
+      select event_id, state, retries from webhook_deliveries where event_id = any (${events}::uuid[])
+      for update
+    ), held as (
+      -- A test delivery is pending only until its caller records it; one whose caller died is never
+      -- sent again and must not keep its event forever.
+      select event_id from locked where state = 'pending' and retries
+    ), deliveries as (
+      delete from webhook_deliveries
+      where event_id = any (${events}::uuid[]) and event_id <> all (array(select event_id from held))
+        and (state <> 'pending' or not retries)
+      -- A step lost to a database crash is made by the next sweep.
+      and ${withoutFlushWait}
+      returning id
+    ), attempts as (
+      delete from webhook_attempts where delivery_id = any (array(select id from deliveries))
+    ), events as (
+      delete from webhook_events
+      where id = any (${events}::uuid[]) and id <> all (array(select event_id from held))
+      returning 1
+    )
+    select (select count(*)::int from events) as events, (select count(*)::int from deliveries) as deliveries`.execute(db);
+  const row = rows[0]!;
+  return { events: row.events, deliveries: row.deliveries, last: old.rows[old.rows.length - 1] };
+}
+
 /**
  * A test delivery: an event and a delivery claimed at once by its caller and tried once. It is
  * never due (next_attempt_at infinity), so no dispatcher sends it again if its caller dies.
@@ -316,12 +418,12 @@ export interface ClaimedDelivery {
   url: string;
   secret: string;
   enabled: boolean;
-  kind: string;
+  kind: WebhookKind;
   settings: Record<string, string>;
-  signature_scheme: string;
+  signature_scheme: SignatureScheme;
   /** The replaced secret while it still signs, else null. */
   previous_secret: string | null;
-  retry_schedule: string;
+  retry_schedule: RetrySchedule;
   event: string;
   body: string;
   occurred_at: Date;
@@ -419,30 +521,33 @@ export async function recordAttempts(db: Db, outcomes: AttemptOutcome[], disable
         ${column((o) => o.final)}::bool[], ${column((o) => o.gone)}::bool[]
       ) with ordinality as t(delivery_id, webhook_id, attempt, status, success, latency_ms, error, response_body,
                              retry_at, state, final, gone, seq)
-      -- A webhook deleted while its attempt was in flight took its deliveries along: drop those
-      -- outcomes rather than fail the batch on the foreign key.
-      where exists (select 1 from webhook_deliveries d where d.id = t.delivery_id)
-        -- Outcomes lost to a database crash mean their deliveries are sent again once their lease
-        -- runs out: at least once still holds, so the commit need not wait for the disk.
-        and ${withoutFlushWait}
-    ), history as (
-      insert into webhook_attempts
-        (delivery_id, webhook_id, attempt, status, success, latency_ms, error, response_body, next_attempt_at)
-      select delivery_id, webhook_id, attempt, status, success, latency_ms, error, response_body, retry_at from o
+      -- Outcomes lost to a database crash mean their deliveries are sent again once their lease
+      -- runs out: at least once still holds, so the commit need not wait for the disk.
+      where ${withoutFlushWait}
     ), deliveries as (
       update webhook_deliveries d
       set next_attempt_at = coalesce(o.retry_at, d.next_attempt_at), locked_until = null, state = o.state
       from o where d.id = o.delivery_id
+      returning d.id
+    ), r as (
+      -- A webhook deleted while its attempt was in flight took its deliveries along: the update
+      -- found none of those, and their outcomes go no further (no attempts of nothing). Filtering by
+      -- what the update found spares a lookup of each delivery before it.
+      select * from o where delivery_id in (select id from deliveries)
+    ), history as (
+      insert into webhook_attempts
+        (delivery_id, webhook_id, attempt, status, success, latency_ms, error, response_body, next_attempt_at)
+      select delivery_id, webhook_id, attempt, status, success, latency_ms, error, response_body, retry_at from r
     ), per_webhook as (
       -- In finishing order: the last status, and the final failures since the last final success.
       select webhook_id, (array_agg(status order by seq desc))[1] as last_status,
              max(seq) filter (where final and success) as last_success, bool_or(final) as any_final,
              bool_or(gone) as gone
-      from o group by webhook_id
+      from r group by webhook_id
     ), effect as (
       select p.*, b.enabled as was_enabled,
-             (select count(*)::int from o where o.webhook_id = p.webhook_id and o.final and not o.success
-              and (p.last_success is null or o.seq > p.last_success)) as new_failures
+             (select count(*)::int from r where r.webhook_id = p.webhook_id and r.final and not r.success
+              and (p.last_success is null or r.seq > p.last_success)) as new_failures
       from per_webhook p join webhooks b on b.id = p.webhook_id
     )
     update webhooks w
@@ -478,10 +583,18 @@ export async function resendDelivery(
  * whose last attempt was pruned from the history is left alone: it may have succeeded.
  */
 export async function requeueFailedDeliveries(db: Db, webhookId: string, since: Date): Promise<number> {
+  // The candidates come from two indexes: failed and skipped deliveries by webhook, and failed
+  // attempts by webhook (an attempt is never older than its delivery, so `since` bounds both).
   const { numAffectedRows } = await sql`
     update webhook_deliveries d
     set state = 'pending', attempts = 0, next_attempt_at = now(), locked_until = null
-    where d.webhook_id = ${webhookId} and d.created_at >= ${since} and d.retries
+    where d.id in (
+        select id from webhook_deliveries
+        where webhook_id = ${webhookId} and created_at >= ${since} and state in ('failed', 'skipped')
+        union
+        select delivery_id from webhook_attempts where webhook_id = ${webhookId} and created_at >= ${since} and not success
+      )
+      and d.webhook_id = ${webhookId} and d.created_at >= ${since} and d.retries
       and (d.state in ('failed', 'skipped')
            or (d.state = 'delivered' and not (
              select a.success from webhook_attempts a where a.delivery_id = d.id order by a.created_at desc limit 1)))`.execute(db);

@@ -1,14 +1,13 @@
-import type { DeliveryState } from "../platform/db/schema.js";
+import type { DeliveryState, RetrySchedule } from "../platform/db/schema.js";
 import type { Violations } from "../platform/errors.js";
-
-export const RETRY_SCHEDULES = ["seed", "extended"] as const;
+import { oneOf } from "./one-of.js";
 
 /**
  * The gap before each retry, in units of the retry base (1 s unless configured). seed (the default):
  * 1, 2, 4. extended: Svix's schedule, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h, about 27.6 hours
  * in all, so a receiver down for a day still gets the event.
  */
-const GAPS: Record<(typeof RETRY_SCHEDULES)[number], readonly number[]> = {
+const GAPS: Record<RetrySchedule, readonly number[]> = {
   seed: [1, 2, 4],
   extended: [5, 300, 1_800, 7_200, 18_000, 36_000, 36_000],
 };
@@ -17,10 +16,9 @@ const JITTER = 0.2;
 /** Retry-After is honoured up to this long; a receiver asking for more is tried again after it. */
 export const RETRY_AFTER_MAX_MS = 60 * 60 * 1000;
 
-export function checkRetrySchedule(violations: Violations, schedule: string): void {
-  if (!(RETRY_SCHEDULES as readonly string[]).includes(schedule)) {
-    violations.add("retry_schedule", `must be one of ${RETRY_SCHEDULES.join(", ")}`);
-  }
+/** The schedule when it is one; otherwise names `retry_schedule` in `violations`. */
+export function checkRetrySchedule(violations: Violations, schedule: string): RetrySchedule | undefined {
+  return oneOf(violations, "retry_schedule", schedule, GAPS);
 }
 
 /**
@@ -29,7 +27,7 @@ export function checkRetrySchedule(violations: Violations, schedule: string): vo
  * network failures are retried; a 429 or 503 with Retry-After no sooner than it asks (up to an hour).
  */
 export function nextAttemptAt(
-  schedule: string,
+  schedule: RetrySchedule,
   attempt: number,
   outcome: { status: number; retryAfter?: string },
   baseMs: number,
@@ -38,7 +36,7 @@ export function nextAttemptAt(
 ): Date | undefined {
   const { status } = outcome;
   if (!isRetryable(status)) return undefined;
-  const gaps = GAPS[schedule as keyof typeof GAPS] ?? GAPS.seed;
+  const gaps = GAPS[schedule];
   if (attempt > gaps.length) return undefined;
   let waitMs = gaps[attempt - 1]! * baseMs;
   if (schedule === "extended") waitMs *= 1 - JITTER + 2 * JITTER * random();

@@ -1,7 +1,7 @@
 import type { CreateWebhookRequest, PublishEventRequest, UpdateWebhookRequest } from "../../gen/webhook/v1/webhook_service.js";
 import { isAdmin, type Principal } from "../platform/auth.js";
 import type { Db } from "../platform/db/database.js";
-import type { WebhookRow } from "../platform/db/schema.js";
+import type { WebhookKind, WebhookRow } from "../platform/db/schema.js";
 import { Code, failedPrecondition, invalidArgument, notFound, permissionDenied, RpcError, Violations } from "../platform/errors.js";
 import { isUuid } from "../platform/ids.js";
 import type { Dispatcher } from "./dispatcher.js";
@@ -55,25 +55,23 @@ export class WebhookService {
     const events = checkEvents(violations, request.events);
     checkDescription(violations, request.description);
     if (request.secret !== "") checkSecret(violations, request.secret);
-    const kind = request.kind || "generic";
-    checkKind(violations, kind, request.settings);
-    const scheme = request.signatureScheme || "seed";
-    checkScheme(violations, scheme);
-    const retrySchedule = request.retrySchedule || "seed";
-    checkRetrySchedule(violations, retrySchedule);
+    const kind = checkKind(violations, request.kind || "generic", request.settings);
+    const scheme = checkScheme(violations, request.signatureScheme || "seed");
+    const retrySchedule = checkRetrySchedule(violations, request.retrySchedule || "seed");
     if (scheme === "standard-webhooks" && request.secret !== "") checkStandardSecret(violations, request.secret);
     violations.throwIfAny();
     await this.checkUrl(request.url);
+    // Each check returned its value, or added a violation and threw above.
     return repo.insertWebhook(this.db, {
       accountId: principal.accountId,
       url: request.url,
       events: events.length > 0 ? events : ["*"],
-      secret: request.secret || generateSecretFor(scheme),
+      secret: request.secret || generateSecretFor(scheme!),
       description: request.description,
-      kind,
+      kind: kind!,
       settings: request.settings,
-      signatureScheme: scheme,
-      retrySchedule,
+      signatureScheme: scheme!,
+      retrySchedule: retrySchedule!,
     });
   }
 
@@ -89,8 +87,8 @@ export class WebhookService {
     const events = checkEvents(violations, request.events);
     if (request.description !== undefined) checkDescription(violations, request.description);
     if (request.secret !== undefined) checkSecret(violations, request.secret);
-    if (request.signatureScheme !== undefined) checkScheme(violations, request.signatureScheme);
-    if (request.retrySchedule !== undefined) checkRetrySchedule(violations, request.retrySchedule);
+    const signatureScheme = request.signatureScheme === undefined ? undefined : checkScheme(violations, request.signatureScheme);
+    const retrySchedule = request.retrySchedule === undefined ? undefined : checkRetrySchedule(violations, request.retrySchedule);
     // Kind and scheme checks depend on the stored webhook: load it first so one error names every bad field.
     const current = await this.get(principal, request.webhookId);
     const format = kindChange(violations, current, request);
@@ -104,8 +102,8 @@ export class WebhookService {
       description: request.description,
       enabled: request.enabled,
       ...format,
-      signatureScheme: request.signatureScheme,
-      retrySchedule: request.retrySchedule,
+      signatureScheme,
+      retrySchedule,
     };
     // An update that sets nothing (an empty body, or only unknown keys) changes nothing, as a PATCH would.
     if (Object.values(patch).every((value) => value === undefined)) return current;
@@ -115,7 +113,7 @@ export class WebhookService {
   }
 
   async delete(principal: Principal, webhookId: string): Promise<void> {
-    if (!isUuid(webhookId) || !(await repo.deleteWebhook(this.db, principal.accountId, webhookId))) {
+    if (!isUuid(webhookId) || !(await this.db.transaction().execute((tx) => repo.deleteWebhook(tx, principal.accountId, webhookId)))) {
       throw webhookNotFound(webhookId);
     }
   }
@@ -170,7 +168,7 @@ export class WebhookService {
     if (deliveryId === "") violations.add("delivery_id", "is required");
     violations.throwIfAny();
     const webhook = await this.enabledWebhook(principal, webhookId, "resending");
-    const resent = isUuid(deliveryId) ? await repo.resendDelivery(this.db, webhook.id, deliveryId) : undefined;
+    const resent = isUuid(deliveryId) ? await this.copyDelivery(webhook.id, deliveryId) : undefined;
     if (!resent) {
       throw new RpcError(Code.NOT_FOUND, `delivery "${deliveryId}" of webhook "${webhook.id}" not found`, {
         reason: "DELIVERY_NOT_FOUND",
@@ -179,6 +177,16 @@ export class WebhookService {
     }
     this.dispatcher.wakeAll();
     return resent;
+  }
+
+  private async copyDelivery(webhookId: string, deliveryId: string): Promise<{ deliveryId: string; eventId: string } | undefined> {
+    try {
+      return await repo.resendDelivery(this.db, webhookId, deliveryId);
+    } catch (error) {
+      // Retention deleted the event while the copy was being made: the delivery is gone too.
+      if ((error as { code?: string }).code === "23503") return undefined;
+      throw error;
+    }
   }
 
   /** Queues again the webhook's deliveries since `since` that failed or were skipped. */
@@ -279,14 +287,13 @@ function kindChange(
   violations: Violations,
   current: WebhookRow,
   request: UpdateWebhookRequest,
-): { kind?: string; settings?: Record<string, string> } {
+): { kind?: WebhookKind; settings?: Record<string, string> } {
   const newSettings = Object.keys(request.settings).length > 0;
   const newKind = request.kind !== undefined && request.kind !== current.kind;
   if (!newSettings && !newKind) return {};
   const kind = request.kind ?? current.kind;
   const settings = newSettings ? request.settings : {};
-  checkKind(violations, kind, settings);
-  return { kind, settings };
+  return { kind: checkKind(violations, kind, settings), settings };
 }
 
 /** A webhook that ends up on the standard-webhooks scheme needs a secret of that scheme's format. */

@@ -1,8 +1,11 @@
 import { createHmac, randomBytes } from "node:crypto";
+import type { SignatureScheme } from "../platform/db/schema.js";
 import type { Violations } from "../platform/errors.js";
+import { oneOf } from "./one-of.js";
 import { signBody } from "./signature.js";
 
-export const SIGNATURE_SCHEMES = ["seed", "standard-webhooks"] as const;
+/** How each scheme's generated secret is written after `whsec_`: hex for the default, base64 as Standard Webhooks reads it. */
+const SECRET_ENCODING = { seed: "hex", "standard-webhooks": "base64" } satisfies Record<SignatureScheme, BufferEncoding>;
 /** How long a replaced secret keeps signing, so receivers can switch without losing a delivery. */
 export const PREVIOUS_SECRET_TTL_MS = 24 * 60 * 60 * 1000;
 /** The default ("seed") scheme's header carrying the replaced secret's signature while it still signs. */
@@ -12,16 +15,15 @@ const STANDARD_KEY_BYTES = { min: 24, max: 64 };
 
 /** The secrets a delivery is signed with: the webhook's, and the replaced one while it lasts. */
 export interface SigningKeys {
-  signature_scheme: string;
+  signature_scheme: SignatureScheme;
   secret: string;
   /** Null once expired. */
   previous_secret: string | null;
 }
 
-export function checkScheme(violations: Violations, scheme: string): void {
-  if (!(SIGNATURE_SCHEMES as readonly string[]).includes(scheme)) {
-    violations.add("signature_scheme", `must be one of ${SIGNATURE_SCHEMES.join(", ")}`);
-  }
+/** The scheme when it is one; otherwise names `signature_scheme` in `violations`. */
+export function checkScheme(violations: Violations, scheme: string): SignatureScheme | undefined {
+  return oneOf(violations, "signature_scheme", scheme, SECRET_ENCODING);
 }
 
 export function checkStandardSecret(violations: Violations, secret: string): void {
@@ -34,9 +36,8 @@ export function checkStandardSecret(violations: Violations, secret: string): voi
 }
 
 /** A new secret in the scheme's format: whsec_ + 48 hex for the default scheme, or whsec_ + base64 of 24 bytes. */
-export function generateSecretFor(scheme: string): string {
-  const bytes = randomBytes(24);
-  return `whsec_${scheme === "standard-webhooks" ? bytes.toString("base64") : bytes.toString("hex")}`;
+export function generateSecretFor(scheme: SignatureScheme): string {
+  return `whsec_${randomBytes(24).toString(SECRET_ENCODING[scheme])}`;
 }
 
 /** The previous secret, while it still signs. */

@@ -10,6 +10,7 @@ import { benchRegistry, benchWatchers, HEARTBEATS_PER_BATCH } from "./registry.j
 import { failures, identityFailures } from "../support/quality.js";
 import { benchRender, printRenderRuns } from "./render.js";
 import { startServerProcess } from "./server-process.js";
+import { postgresCpuMs } from "./postgres-cpu.js";
 import { benchWebhooks, type DeliveryRun } from "./webhooks.js";
 
 const ADMIN_TOKEN = "bench-admin-token-0123456789";
@@ -77,11 +78,12 @@ async function main(): Promise<void> {
     }
     if (sections.has("webhooks")) {
       console.log("\n== webhooks: PublishEvent over gRPC, 10 webhooks, receiver in the bench process ==");
-      const webhooks = await benchWebhooks(server, ADMIN_TOKEN);
+      const webhooks = await benchWebhooks(server, ADMIN_TOKEN, postgresCpuMs(pg.url));
       const { ceiling, saturated } = webhooks;
       console.log(`delivery body ${webhooks.bodyBytes} bytes; ${webhooks.webhooks} webhooks subscribed to the event`);
       console.log(
-        `receiver ceiling (undici.request POST loop, concurrency 64, same body and headers): ${ceiling.perSecond.toFixed(0)} req/s` +
+        `receiver ceiling (undici.request POST loop, concurrency 64, same body and headers): ${ceiling.perSecond.toFixed(0)} req/s, ` +
+          `${ceiling.cpuUsPerRequest.toFixed(0)} µs of CPU a request (loop and receiver)` +
           (ceiling.errors > 0 ? ` (${ceiling.errors} errors: ${ceiling.firstError})` : ""),
       );
       printDeliveryRuns([saturated, ...webhooks.fixed]);
@@ -89,6 +91,15 @@ async function main(): Promise<void> {
       console.log(
         `delivered/s ${saturated.deliveredPerSecond.toFixed(0)} sustained, published events/s ${saturated.publishedPerSecond.toFixed(0)}, ` +
           `ratio delivered/ceiling ${ratio.toFixed(2)}`,
+      );
+      // The 2-core budget: every process of a delivery (service, PostgreSQL, publishers, receiver) shares the machine.
+      const cores = os.cpus().length;
+      const cpuPerDelivery = saturated.serverCpuUsPerDelivery + saturated.postgresCpuUsPerDelivery + saturated.benchCpuUsPerDelivery;
+      console.log(
+        `closed loop CPU per delivery: service ${saturated.serverCpuUsPerDelivery.toFixed(0)} + PostgreSQL ` +
+          `${saturated.postgresCpuUsPerDelivery.toFixed(0)} + publishers and receiver ${saturated.benchCpuUsPerDelivery.toFixed(0)} = ` +
+          `${cpuPerDelivery.toFixed(0)} µs; ${cores} cores allow ${((cores * 1e6) / cpuPerDelivery).toFixed(0)}/s at that cost, ` +
+          `and 0.5 of the ceiling needs at most ${((cores * 1e6) / (0.5 * ceiling.perSecond)).toFixed(0)} µs`,
       );
       const at500 = webhooks.fixed.find((r) => r.name.startsWith("500 "))!;
       check("webhook deliveries >= 3,000/s", saturated.deliveredPerSecond >= 3000);
@@ -171,6 +182,8 @@ function printDeliveryRuns(runs: DeliveryRun[]): void {
       "pub p99".padStart(8),
       "drain ms".padStart(9),
       "srv CPU µs/dlv".padStart(15),
+      "PG CPU".padStart(7),
+      "bench CPU".padStart(10),
       "dups".padStart(5),
       "errors".padStart(7),
     ].join(" "),
@@ -187,6 +200,8 @@ function printDeliveryRuns(runs: DeliveryRun[]): void {
         r.publishP99Ms.toFixed(1).padStart(8),
         (r.drained ? r.drainMs.toFixed(0) : `>${r.drainMs.toFixed(0)}`).padStart(9),
         r.serverCpuUsPerDelivery.toFixed(0).padStart(15),
+        r.postgresCpuUsPerDelivery.toFixed(0).padStart(7),
+        r.benchCpuUsPerDelivery.toFixed(0).padStart(10),
         String(r.duplicates).padStart(5),
         String(r.publishErrors).padStart(7),
       ].join(" "),

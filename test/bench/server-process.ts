@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { freePort } from "../../src/platform/free-port.js";
+import { processCpu } from "./proc-stat.js";
 
 export interface ServerProcess {
   /** The server's stdout (its JSON log), kept for inspection. */
@@ -43,11 +44,7 @@ export async function startServerProcess(env: Record<string, string>, logFile: s
     httpUrl: `http://127.0.0.1:${httpPort}`,
     pid: child.pid!,
     memory: () => ({ rssMiB: kib("VmRSS") / 1024, peakMiB: kib("VmHWM") / 1024 }),
-    cpuMs: () => {
-      // Fields 14 and 15 of /proc/<pid>/stat, after the parenthesised command name, in clock ticks.
-      const fields = fs.readFileSync(`/proc/${child.pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-      return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SECOND;
-    },
+    cpuMs: () => processCpu(child.pid!)?.ownMs ?? NaN,
     stop: () =>
       new Promise<void>((resolve) => {
         child.once("exit", () => resolve());
@@ -55,6 +52,3 @@ export async function startServerProcess(env: Record<string, string>, logFile: s
       }),
   };
 }
-
-/** USER_HZ on Linux. */
-const CLOCK_TICKS_PER_SECOND = 100;

@@ -68,13 +68,17 @@ export interface DeliveryRun {
   sustained: boolean;
   /** Server CPU per delivery, in microseconds (the service process only, not PostgreSQL). */
   serverCpuUsPerDelivery: number;
+  /** PostgreSQL's CPU per delivery, in microseconds (every process of the bench's cluster). */
+  postgresCpuUsPerDelivery: number;
+  /** This process's CPU per delivery, in microseconds: the publishers and the receiver. */
+  benchCpuUsPerDelivery: number;
 }
 
 export interface WebhookBench {
   webhooks: number;
   bodyBytes: number;
   /** The receiver alone: undici.request POST loop, concurrency 64, same body and headers. */
-  ceiling: { perSecond: number; requests: number; errors: number; firstError?: string };
+  ceiling: { perSecond: number; requests: number; errors: number; firstError?: string; cpuUsPerRequest: number };
   saturated: DeliveryRun;
   fixed: DeliveryRun[];
 }
@@ -131,7 +135,7 @@ class BenchReceiver {
  * this process: sustained deliveries/s and publish-to-receipt latency, next to the same receiver's
  * ceiling under a raw undici POST loop in the same run; then publishing at fixed rates.
  */
-export async function benchWebhooks(server: ServerProcess, adminToken: string): Promise<WebhookBench> {
+export async function benchWebhooks(server: ServerProcess, adminToken: string, postgresCpuMs: () => number): Promise<WebhookBench> {
   const admin = createClient({ address: server.grpcAddress, token: adminToken });
   const receiver = new BenchReceiver();
   const url = await receiver.listen();
@@ -167,7 +171,8 @@ export async function benchWebhooks(server: ServerProcess, adminToken: string): 
     receiver.reset();
     const ceiling = await postLoop(receiver, url, body);
 
-    const saturated = await deliveryRun(receiver, server, `closed loop, ${PUBLISHERS} publishers, backlog <= ${BACKLOG_CAP}`, async (stopAt, count) => {
+    const cpu = { server: () => server.cpuMs(), postgres: postgresCpuMs };
+    const saturated = await deliveryRun(receiver, cpu, `closed loop, ${PUBLISHERS} publishers, backlog <= ${BACKLOG_CAP}`, async (stopAt, count) => {
       await Promise.all(
         Array.from({ length: PUBLISHERS }, async () => {
           while (Date.now() < stopAt) {
@@ -184,7 +189,7 @@ export async function benchWebhooks(server: ServerProcess, adminToken: string): 
     const fixed: DeliveryRun[] = [];
     for (const rate of [500, 50]) {
       fixed.push(
-        await deliveryRun(receiver, server, `${rate} events/s (${rate * WEBHOOKS} deliveries/s)`, async (stopAt, count) => {
+        await deliveryRun(receiver, cpu, `${rate} events/s (${rate * WEBHOOKS} deliveries/s)`, async (stopAt, count) => {
           const started = performance.now();
           const inFlight = new Set<Promise<void>>();
           let sent = 0;
@@ -225,7 +230,7 @@ interface Counter {
 
 async function deliveryRun(
   receiver: BenchReceiver,
-  server: ServerProcess,
+  cpu: { server: () => number; postgres: () => number },
   name: string,
   publisher: (stopAt: number, count: Counter) => Promise<void>,
 ): Promise<DeliveryRun> {
@@ -249,7 +254,7 @@ async function deliveryRun(
       );
     },
   };
-  const cpuBefore = server.cpuMs();
+  const cpuBefore = { server: cpu.server(), postgres: cpu.postgres(), bench: process.cpuUsage() };
   const started = performance.now();
   await publisher(Date.now() + DURATION_MS, count);
   const seconds = (performance.now() - started) / 1000;
@@ -260,7 +265,8 @@ async function deliveryRun(
     () => false,
   );
   const drainMs = performance.now() - drainStarted;
-  const cpuAfter = server.cpuMs();
+  const cpuAfter = { server: cpu.server(), postgres: cpu.postgres(), bench: process.cpuUsage(cpuBefore.bench) };
+  const perDelivery = (ms: number) => (ms * 1000) / Math.max(1, receiver.received);
   if (count.firstError) console.log(`    first publish error: ${count.firstError}`);
   if (receiver.badSignatures > 0) console.log(`    ${receiver.badSignatures} deliveries with a bad signature`);
   const latencies = receiver.latencies.toSorted((a, b) => a - b);
@@ -282,7 +288,9 @@ async function deliveryRun(
     drainMs,
     drained,
     sustained: count.sustained,
-    serverCpuUsPerDelivery: ((cpuAfter - cpuBefore) * 1000) / Math.max(1, receiver.received),
+    serverCpuUsPerDelivery: perDelivery(cpuAfter.server - cpuBefore.server),
+    postgresCpuUsPerDelivery: perDelivery(cpuAfter.postgres - cpuBefore.postgres),
+    benchCpuUsPerDelivery: perDelivery((cpuAfter.bench.user + cpuAfter.bench.system) / 1000),
   };
 }
 
@@ -300,13 +308,21 @@ async function postLoop(receiver: BenchReceiver, url: string, body: string): Pro
     workerData: { url: `${url}?w=ceiling`, body, headers, concurrency: CEILING_CONCURRENCY, durationMs: DURATION_MS },
   });
   const started = performance.now();
+  const cpuBefore = process.cpuUsage();
   const result = await new Promise<{ requests: number; errors: number; firstError?: string }>((resolve, reject) => {
     worker.once("message", resolve);
     worker.once("error", reject);
   });
   const seconds = (performance.now() - started) / 1000;
+  const cpu = process.cpuUsage(cpuBefore);
   await worker.terminate();
-  return { perSecond: receiver.received / seconds, requests: receiver.received, errors: result.errors, firstError: result.firstError };
+  return {
+    perSecond: receiver.received / seconds,
+    requests: receiver.received,
+    errors: result.errors,
+    firstError: result.firstError,
+    cpuUsPerRequest: (cpu.user + cpu.system) / Math.max(1, receiver.received),
+  };
 }
 
 /** Waits until `count` distinct deliveries have arrived, or none has for STALL_MS. */

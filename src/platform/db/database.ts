@@ -44,17 +44,23 @@ export function createDb(url: string, poolSize: number, logger: Logger): Db {
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
 }
 
-/** The comment that opens a statement to be prepared once per connection; see `prepared`. */
+/** The comment that opens a statement to be prepared once per connection; see `preparedMark`. */
 const PREPARED = /^\/\* prepared: ([a-z_]+) \*\//;
 
 /**
  * Marks a hot statement of fixed text to run as a named prepared statement: each connection parses
  * it once, and PostgreSQL plans it from the cached plan rather than afresh on every call (planning
- * the webhook queue's statements cost about as much as running them). Put the result first in the
- * statement: `sql\`${prepared("name")} select ...\``. The text must be the same on every call.
+ * the webhook queue's statements cost about as much as running them). The mark opens the text, and
+ * the text must be the same on every call. It works on the pool's connections and on any other
+ * client passed to `prepareMarkedStatements`; in Kysely, use `prepared`.
  */
+export function preparedMark(name: string): string {
+  return `/* prepared: ${name} */`;
+}
+
+/** `preparedMark` for Kysely: `sql\`${prepared("name")} select ...\``. */
 export function prepared(name: string): RawBuilder<unknown> {
-  return sql.raw(`/* prepared: ${name} */`);
+  return sql.raw(preparedMark(name));
 }
 
 /**
@@ -67,7 +73,7 @@ export function prepared(name: string): RawBuilder<unknown> {
 export const withoutFlushWait = sql<boolean>`((select set_config('synchronous_commit', 'off', true)) = 'off')`;
 
 /** Kysely sends (text, values); a marked text goes to pg as a named query instead. */
-function prepareMarkedStatements(client: pg.PoolClient): void {
+export function prepareMarkedStatements(client: pg.Client): void {
   const query = client.query.bind(client) as (...args: unknown[]) => unknown;
   client.query = ((text: unknown, ...rest: unknown[]) => {
     const name = typeof text === "string" ? PREPARED.exec(text)?.[1] : undefined;

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import pg from "pg";
 import type { Logger } from "../logger.js";
 import { ACK_CHANNEL } from "./channels.js";
+import { preparedMark, prepareMarkedStatements } from "./database.js";
 import { TickBatcher } from "../tick-batcher.js";
 
 type Listener = (payload: string) => void;
@@ -129,14 +130,14 @@ export class Notifications {
     const messages = joinAcknowledgements(batch);
     try {
       // Prepared once per connection: this runs after every write that others must hear of.
-      const { rows } = await this.client!.query<{ replicas: number }>({
-        name: "notify_batch",
-        text: `with sent as (select pg_notify(c, p) from unnest($1::text[], $2::text[]) as t(c, p))
-               select (select count(*) from sent) as sent,
-                      (select count(*)::int from pg_stat_activity
-                        where datname = current_database() and application_name = $3) as replicas`,
-        values: [messages.map((m) => m.channel), messages.map((m) => m.payload), LISTENER_NAME],
-      });
+      const { rows } = await this.client!.query<{ replicas: number }>(
+        `${preparedMark("notify_batch")}
+         with sent as (select pg_notify(c, p) from unnest($1::text[], $2::text[]) as t(c, p))
+         select (select count(*) from sent) as sent,
+                (select count(*)::int from pg_stat_activity
+                  where datname = current_database() and application_name = $3) as replicas`,
+        [messages.map((m) => m.channel), messages.map((m) => m.payload), LISTENER_NAME],
+      );
       const replicas = rows[0]?.replicas ?? 0;
       for (const { waiter } of messages) {
         if (!waiter) continue;
@@ -152,6 +153,7 @@ export class Notifications {
 
   private async connect(): Promise<void> {
     const client = new pg.Client({ connectionString: this.url, application_name: `${LISTENER_NAME}-starting` });
+    prepareMarkedStatements(client);
     client.on("notification", (message) => this.deliver(message.channel, message.payload ?? ""));
     client.on("error", (error) => {
       this.logger.warn({ event: "notifications_error", err: error }, "notification connection error");

@@ -132,22 +132,26 @@ export interface WebhooksTable {
   last_triggered_at: NullableTimestamp;
   last_status: number | null;
   failure_count: ColumnType<number, number | undefined, number>;
-  /** The payload format: generic (the default), slack, discord, telegram, magic-hour or custom. */
-  kind: ColumnType<string, string | undefined, string>;
+  kind: ColumnType<WebhookKind, WebhookKind | undefined, WebhookKind>;
   /** What the kind needs: telegram's chat_id, custom's template. */
   settings: ColumnType<Record<string, string>, string | undefined, string>;
-  /** seed (X-Webhook-Signature) or standard-webhooks. */
-  signature_scheme: ColumnType<string, string | undefined, string>;
+  signature_scheme: ColumnType<SignatureScheme, SignatureScheme | undefined, SignatureScheme>;
   /** The secret the last rotation replaced; it signs too until previous_secret_expires_at. */
   previous_secret: string | null;
   previous_secret_expires_at: NullableTimestamp;
-  /** seed (1 s, 2 s, 4 s) or extended (about a day). */
-  retry_schedule: ColumnType<string, string | undefined, string>;
+  retry_schedule: ColumnType<RetrySchedule, RetrySchedule | undefined, RetrySchedule>;
   /** Why the webhook is disabled; null while enabled. */
   disabled_reason: ColumnType<DisabledReason | null, DisabledReason | null | undefined, DisabledReason | null>;
   /** Since when it is disabled; null while enabled. */
   disabled_at: NullableTimestamp;
 }
+
+/** The payload format: generic (the default), slack, discord, telegram, magic-hour or custom. */
+export type WebhookKind = "generic" | "slack" | "discord" | "telegram" | "magic-hour" | "custom";
+/** seed (X-Webhook-Signature, the default) or standard-webhooks. */
+export type SignatureScheme = "seed" | "standard-webhooks";
+/** seed (1 s, 2 s, 4 s, the default) or extended (about a day). */
+export type RetrySchedule = "seed" | "extended";
 
 /** failures: 10 failed deliveries in a row; gone: the receiver answered 410 Gone; manual: a person turned it off. */
 export type DisabledReason = "failures" | "gone" | "manual";

@@ -1,4 +1,6 @@
+import type { WebhookKind } from "../../platform/db/schema.js";
 import type { Violations } from "../../platform/errors.js";
+import { oneOf } from "../one-of.js";
 import type { ClaimedDelivery } from "../repository.js";
 import { checkTemplate, renderTemplate } from "./custom-template.js";
 import { discordMessage } from "./discord.js";
@@ -6,9 +8,6 @@ import type { EventView } from "./event-summary.js";
 import { magicHourHeaders, magicHourMessage } from "./magic-hour.js";
 import { slackMessage } from "./slack.js";
 import { checkTelegramSettings, telegramMessage } from "./telegram.js";
-
-export const WEBHOOK_KINDS = ["generic", "slack", "discord", "telegram", "magic-hour", "custom"] as const;
-export type WebhookKind = (typeof WEBHOOK_KINDS)[number];
 
 /** The settings each kind takes; any other key is refused. */
 const SETTINGS: Record<WebhookKind, readonly string[]> = {
@@ -20,20 +19,22 @@ const SETTINGS: Record<WebhookKind, readonly string[]> = {
   custom: ["template"],
 };
 
-/** Checks a kind and its settings together, naming `kind` or `settings.<key>`. */
-export function checkKind(violations: Violations, kind: string, settings: Record<string, string>): void {
-  if (!(WEBHOOK_KINDS as readonly string[]).includes(kind)) {
-    violations.add("kind", `must be one of ${WEBHOOK_KINDS.join(", ")}`);
-    return;
-  }
-  const allowed = SETTINGS[kind as WebhookKind];
+/**
+ * Checks a kind and its settings together, naming `kind` or `settings.<key>`; returns the kind when
+ * it is one.
+ */
+export function checkKind(violations: Violations, kind: string, settings: Record<string, string>): WebhookKind | undefined {
+  const known = oneOf(violations, "kind", kind, SETTINGS);
+  if (known === undefined) return undefined;
+  const allowed = SETTINGS[known];
   for (const key of Object.keys(settings)) {
     if (!allowed.includes(key)) {
-      violations.add(`settings.${key}`, allowed.length > 0 ? `kind ${kind} takes only ${allowed.join(", ")}` : `kind ${kind} takes no settings`);
+      violations.add(`settings.${key}`, allowed.length > 0 ? `kind ${known} takes only ${allowed.join(", ")}` : `kind ${known} takes no settings`);
     }
   }
-  if (kind === "telegram") checkTelegramSettings(violations, settings);
-  if (kind === "custom") checkTemplate(violations, settings.template);
+  if (known === "telegram") checkTelegramSettings(violations, settings);
+  if (known === "custom") checkTemplate(violations, settings.template);
+  return known;
 }
 
 export interface KindPayload {
@@ -50,7 +51,7 @@ export function renderKind(delivery: Pick<ClaimedDelivery, "id" | "body" | "kind
   if (delivery.kind === "generic") return { body: delivery.body, headers: {} };
   const parsed = JSON.parse(delivery.body) as Omit<EventView, "delivery_id">;
   const view: EventView = { ...parsed, data: parsed.data ?? {}, delivery_id: delivery.id };
-  switch (delivery.kind as Exclude<WebhookKind, "generic">) {
+  switch (delivery.kind) {
     case "slack":
       return { body: JSON.stringify(slackMessage(view)), headers: {} };
     case "discord":

@@ -15,6 +15,11 @@ import * as m20261123T153000 from "./2026-11-23T15-30-00_registry_changes.js";
 import * as m20261123T160000 from "./2026-11-23T16-00-00_webhook_disabled_reason.js";
 import * as m20261123T163000 from "./2026-11-23T16-30-00_namespace_history.js";
 import * as m20261123T170000 from "./2026-11-23T17-00-00_webhook_queue_writes.js";
+import * as m20261123T180000 from "./2026-11-23T18-00-00_webhook_retention.js";
+import * as m20261123T190000 from "./2026-11-23T19-00-00_webhook_outcome_writes.js";
+import * as m20261123T193000 from "./2026-11-23T19-30-00_webhook_deliveries_by_webhook.js";
+import * as m20261123T193100 from "./2026-11-23T19-31-00_webhook_events_before_v7.js";
+import * as m20261123T193200 from "./2026-11-23T19-32-00_webhook_value_checks.js";
 import * as m20261123T200000 from "./2026-11-23T20-00-00_instances_heartbeat_hot.js";
 
 /** Every migration, by name; names sort in the order they run. Forward-only: there is no down. */
@@ -35,5 +40,10 @@ export const migrations: Record<string, Migration> = {
   "2026-11-23T16-00-00_webhook_disabled_reason": m20261123T160000,
   "2026-11-23T16-30-00_namespace_history": m20261123T163000,
   "2026-11-23T17-00-00_webhook_queue_writes": m20261123T170000,
+  "2026-11-23T18-00-00_webhook_retention": m20261123T180000,
+  "2026-11-23T19-00-00_webhook_outcome_writes": m20261123T190000,
+  "2026-11-23T19-30-00_webhook_deliveries_by_webhook": m20261123T193000,
+  "2026-11-23T19-31-00_webhook_events_before_v7": m20261123T193100,
+  "2026-11-23T19-32-00_webhook_value_checks": m20261123T193200,
   "2026-11-23T20-00-00_instances_heartbeat_hot": m20261123T200000,
 };

@@ -1,0 +1,27 @@
+import fs from "node:fs";
+
+/** USER_HZ on Linux. */
+const CLOCK_TICKS_PER_SECOND = 100;
+
+/** CPU times of a process from /proc/<pid>/stat, in milliseconds; undefined once it has exited. */
+export function processCpu(pid: number | string): { ownMs: number; reapedChildrenMs: number } | undefined {
+  let stat: string;
+  try {
+    stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+  } catch {
+    return undefined;
+  }
+  // After the parenthesised command name: state, ppid, ..., utime (14), stime (15), cutime (16), cstime (17).
+  const fields = stat.split(") ")[1]!.split(" ");
+  const ms = (a: number, b: number) => ((Number(fields[a]) + Number(fields[b])) * 1000) / CLOCK_TICKS_PER_SECOND;
+  return { ownMs: ms(11, 12), reapedChildrenMs: ms(13, 14) };
+}
+
+/** The parent's pid of a process, from /proc/<pid>/stat; undefined once it has exited. */
+export function parentPid(pid: number | string): string | undefined {
+  try {
+    return fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")[1];
+  } catch {
+    return undefined;
+  }
+}
