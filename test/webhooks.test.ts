@@ -438,8 +438,11 @@ describe("history", () => {
       const { webhook } = await app.admin.webhooks.createWebhook({ url: r.url });
       secret = webhook!.secret;
       for (let i = 0; i < 12; i++) await app.admin.webhooks.testWebhook({ webhookId: webhook!.id });
-      const kept = (await app.admin.webhooks.listDeliveries({ webhookId: webhook!.id, limit: 100 })).deliveries;
-      // Trimmed every 5 attempts: never more than twice the limit, and always the newest.
+      const list = async () => (await app.admin.webhooks.listDeliveries({ webhookId: webhook!.id, limit: 100 })).deliveries;
+      // Trimmed every 5 attempts, after the attempt is recorded and not awaited by it: once the
+      // trim after the tenth has run, never more than twice the limit, and always the newest.
+      await until(async () => (await list()).length < 10, 10_000, "the history trimmed after the tenth attempt");
+      const kept = await list();
       expect(kept.length).toBeGreaterThanOrEqual(5);
       expect(kept.length).toBeLessThan(10);
       const times = kept.map((d) => d.createdAt!.getTime());
