@@ -2,19 +2,20 @@ import type { Config, Human, Tensor } from "@vladmandic/human";
 import type { RgbImage } from "./images.js";
 
 /**
- * Finds hands in consecutive video frames (one worker's share of them) with Human's hand models
- * (handtrack finds the boxes, handlandmark-lite the 21 keypoints in each). A search costs several
+ * Finds hands in consecutive video frames of one render (one worker's share of them) with Human's hand
+ * models (handtrack finds the boxes, handlandmark-lite the 21 keypoints in each). A search costs several
  * times the face detection of a frame, so it runs only on frames with a face: while no hand is seen,
  * when something moves around a face (see `moved`) and otherwise every HAND_INTERVAL-th such frame;
  * once one is, every frame, with the keypoints followed from the previous frame's hands (the landmark
  * model alone on boxes around them) and the boxes searched again on every HAND_REDETECT-th frame, so a
- * second hand is not missed for long.
+ * second hand is not missed for long. Each render has its own finder, and the hands it follows are its
+ * own: Human keeps the hands it follows in one place per worker, which renders sharing a worker would
+ * overwrite with each other's, so following runs the landmark model here instead.
  */
 export class HandFinder {
   private sinceSearch = Infinity;
-  private following = false;
-  /** Hands Human holds from its last call (those the keypoint model lost too), which it follows. */
-  private held = 0;
+  /** Keypoints of the hands found in this render's previous frame, which the next one follows. */
+  private hands: Float32Array[] = [];
   /** Luma of this finder's previous frame on a grid of every MOTION_GRID-th pixel. */
   private previous: Float32Array | undefined;
 
@@ -27,29 +28,74 @@ export class HandFinder {
   async find(frame: Tensor, image: RgbImage, boxes: readonly (readonly number[])[]): Promise<Float32Array[]> {
     const moved = this.moved(image, boxes);
     if (boxes.length === 0) {
-      this.following = false;
+      this.hands = [];
       return [];
     }
     this.sinceSearch++;
     // Motion near a face searches on that frame: a hand coming up to a face is painted over until it
     // is found. Footage that moves around its faces all the time is searched on every frame.
-    const search = this.following ? this.sinceSearch >= HAND_REDETECT : this.sinceSearch >= HAND_INTERVAL || moved;
-    if (!search && !this.following) return [];
-    if (search) this.sinceSearch = 0;
-    // Human follows the hands it holds (the keypoint model on boxes around them) instead of searching
-    // when the frame counts as unchanged (a sensitivity past any difference makes every frame so; 0
-    // would also make it drop the boxes it follows) and it holds `maxDetected` hands. skipFrames and
-    // skipTime 0: it never hands back the previous frame's keypoints as they were (a hand moves).
-    const config = {
-      cacheSensitivity: UNCHANGED,
-      face: { enabled: false },
-      hand: { enabled: true, minConfidence: HAND_SCORE, maxDetected: search ? HAND_MAX : this.held, skipFrames: 0, skipTime: 0, rotation: true, landmarks: true },
-    } as Partial<Config>;
-    const result = await this.human.detect(frame, config);
-    this.held = result.hand.length;
-    const hands = result.hand.filter((hand) => hand.fingerScore >= FINGER_SCORE && hand.keypoints.length === 21);
-    this.following = hands.length > 0;
-    return hands.map((hand) => Float32Array.from(hand.keypoints.flatMap((point) => [point[0], point[1]])));
+    const following = this.hands.length > 0;
+    const search = following ? this.sinceSearch >= HAND_REDETECT : this.sinceSearch >= HAND_INTERVAL || moved;
+    if (!search && !following) return [];
+    if (search) {
+      this.sinceSearch = 0;
+      // cacheSensitivity 0: Human searches afresh and follows nothing it holds from an earlier call.
+      const config = {
+        cacheSensitivity: 0,
+        face: { enabled: false },
+        hand: { enabled: true, minConfidence: HAND_SCORE, maxDetected: HAND_MAX, skipFrames: 0, skipTime: 0, rotation: true, landmarks: true },
+      } as Partial<Config>;
+      const result = await this.human.detect(frame, config);
+      this.hands = result.hand
+        .filter((hand) => hand.fingerScore >= FINGER_SCORE && hand.keypoints.length === 21)
+        .map((hand) => Float32Array.from(hand.keypoints.flatMap((point) => [point[0], point[1]])));
+    } else {
+      this.hands = await this.follow(frame, image.width, image.height);
+    }
+    return this.hands;
+  }
+
+  /**
+   * The previous frame's hands found again in `frame`: the landmark model on a square around each
+   * one's keypoints grown by FOLLOW_GROW (as Human follows them); those it no longer scores as a hand
+   * are dropped.
+   */
+  private async follow(frame: Tensor, width: number, height: number): Promise<Float32Array[]> {
+    const model = this.human.models.models.handskeleton;
+    if (!model) throw new Error("the hand landmark model is not loaded");
+    const [, size] = model.inputs[0]!.shape as number[];
+    const tf = this.human.tf as typeof import("@tensorflow/tfjs-core");
+    const found: Float32Array[] = [];
+    for (const points of this.hands) {
+      let minX = Infinity, minY = Infinity, maxX = -Infinity, maxY = -Infinity;
+      for (let k = 0; k < points.length; k += 2) {
+        minX = Math.min(minX, points[k]!); maxX = Math.max(maxX, points[k]!);
+        minY = Math.min(minY, points[k + 1]!); maxY = Math.max(maxY, points[k + 1]!);
+      }
+      const side = Math.max(maxX - minX, maxY - minY) * FOLLOW_GROW;
+      const left = (minX + maxX - side) / 2, top = (minY + maxY - side) / 2;
+      const [score, keypoints] = tf.tidy(() => {
+        const batch = tf.expandDims(frame as never, 0) as import("@tensorflow/tfjs-core").Tensor4D;
+        const box = [[top / height, left / width, (top + side) / height, (left + side) / width]];
+        const crop = tf.div(tf.image.cropAndResize(batch, box, [0], [size!, size!], "bilinear"), 255);
+        return model.execute(crop, ["Identity_1", "Identity"]) as import("@tensorflow/tfjs-core").Tensor[];
+      });
+      try {
+        const raw = (await score!.data())[0]!;
+        // The model's score is a logit; Human reports it through the same sigmoid, in hundredths.
+        if ((100 - Math.trunc(100 / (1 + Math.exp(raw)))) / 100 < FINGER_SCORE) continue;
+        const values = await keypoints!.data();
+        const hand = new Float32Array(42);
+        for (let k = 0; k < 21; k++) {
+          hand[2 * k] = left + (values[3 * k]! / size!) * side;
+          hand[2 * k + 1] = top + (values[3 * k + 1]! / size!) * side;
+        }
+        found.push(hand);
+      } finally {
+        tf.dispose([score!, keypoints!]);
+      }
+    }
+    return found;
   }
 
   /**
@@ -97,9 +143,10 @@ const MOTION_STEP = 24;
 const MOTION_SHARE = 0.06;
 /** Frames between searches for new hands while following one. */
 const HAND_REDETECT = 6;
-const UNCHANGED = 1e9;
-/** Hands searched for; a search while Human holds this many follows them instead. */
+/** Hands searched for. */
 const HAND_MAX = 4;
+/** Side of the square a followed hand is looked for in, over its keypoints' extent (Human's own factor). */
+const FOLLOW_GROW = 1.6;
 // A real hand half hidden behind a face's outline scored 0.39 on the box model; the keypoint model's
 // score tells the hands from the rest: 0.73-0.74 on hands, 0.51 on the knuckles, sleeves and glasses it
 // boxed on the test photos.

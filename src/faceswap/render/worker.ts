@@ -11,7 +11,8 @@ import { swapFace, type SourceFace } from "./swap.js";
  */
 const port = parentPort!;
 const human = await loadHuman();
-const hands = new HandFinder(human);
+/** Each render's hand finder: renders that share this worker must not follow each other's hands. */
+const handFinders = new Map<number, HandFinder>();
 /** Frames between detect and finish, with the keypoints of the hands found in them. */
 const held = new Map<string, { pixels: Uint8Array; width: number; height: number; hands: Float32Array[] }>();
 const sources = new Map<number, SourceFace[]>();
@@ -68,8 +69,10 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
       const pixels = new Uint8Array(request.pixels);
       const frame = { pixels, width: request.width, height: request.height, hands: [] as Float32Array[] };
       held.set(`${request.job}:${request.frame}`, frame);
+      let finder = handFinders.get(request.job);
+      if (!finder) handFinders.set(request.job, (finder = new HandFinder(human)));
       const found = async (tensor: Tensor, faces: FaceData[]) => {
-        frame.hands = await hands.find(tensor, frame, faces.map((face) => face.box));
+        frame.hands = await finder.find(tensor, frame, faces.map((face) => face.box));
       };
       return { value: await faces(pixels, request.width, request.height, { describe: false, video: true, hands: found }) };
     }
@@ -98,6 +101,7 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
       return { value: null };
     case "end":
       sources.delete(request.job);
+      handFinders.delete(request.job);
       for (const key of held.keys()) if (key.startsWith(`${request.job}:`)) held.delete(key);
       return { value: null };
   }
