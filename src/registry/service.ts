@@ -327,7 +327,11 @@ function changesOfUpdate(before: InstanceView, after: InstanceView): InstanceCha
   return same ? [] : [{ instanceId: after.id, kind: "updated" }];
 }
 
-/** How long a blocking query waits (undefined: it does not block); adds violations for a bad wait. */
+/**
+ * How long a blocking query waits (undefined: it does not block); adds violations for a bad wait.
+ * A wait with index 0 (or none) blocks until the first change: a namespace that never had a service
+ * answers index 0, and its caller must be able to wait on exactly that.
+ */
 function blockingWait(violations: Violations, request: { index: number; wait: Duration | undefined }): number | undefined {
   if (request.wait === undefined) return request.index > 0 ? DEFAULT_WAIT_MS : undefined;
   const ms = request.wait.seconds * 1000 + request.wait.nanos / 1e6;
@@ -335,7 +339,6 @@ function blockingWait(violations: Violations, request: { index: number; wait: Du
     violations.add("wait", `must be more than 0s and at most ${MAX_WAIT_MS / 1000}s`);
     return undefined;
   }
-  if (request.index === 0) violations.add("index", "is required with wait: the x-atrium-index of the previous answer");
   return ms;
 }
 
