@@ -221,6 +221,22 @@ describe("retention and webhook deletes against concurrent writes", () => {
     expect([await exists("webhook_events", eventId), await exists("webhook_deliveries", resending.result!.deliveryId)]).toEqual([true, true]);
   });
 
+  it("publishes past a webhook deleted while the publish waits for it: the event reaches the others", async () => {
+    const gone = await webhook();
+    const kept = await receiver();
+    await api().createWebhook({ url: kept.url, events: ["request.completed"] });
+    const deleting = await heldOpen((tx) => repo.deleteWebhook(tx, bed.user.accountId, gone));
+    expect(deleting.result).toBe(true);
+    const publishing = api().publishEvent({ event: "request.completed", data: { n: 1 } });
+    await until(someoneWaits, 5_000, "the publish waiting for the webhook being deleted");
+    await deleting.commit();
+    const { eventId } = await publishing;
+    await kept.waitFor(1);
+    expect(kept.received[0]!.body.data).toEqual({ n: 1 });
+    const deliveries = await bed.t.app.db.selectFrom("webhook_deliveries").select("webhook_id").where("event_id", "=", eventId).execute();
+    expect(deliveries.map((d) => d.webhook_id)).not.toContain(gone);
+  });
+
   it("answers a resend of a delivery whose event the sweep deleted meanwhile with NOT_FOUND naming delivery_id", async () => {
     const webhookId = await webhook();
     const { deliveryIds } = await eventWith(webhookId, ["failed"]);

@@ -4,7 +4,7 @@ import type { Namespace } from "../../gen/v1/namespace.js";
 import { isAdmin, type Principal } from "../platform/auth.js";
 import { checkBatchSize, settle, type BatchResult } from "../platform/batch.js";
 import { NAMESPACES_CHANNEL } from "../platform/db/channels.js";
-import type { Db } from "../platform/db/database.js";
+import { isForeignKeyViolation, type Db } from "../platform/db/database.js";
 import type { NamespaceFieldChange, NamespaceHistoryRow, NamespaceRow } from "../platform/db/schema.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import { keysetPage, keysetResult, pageOf } from "../platform/paging.js";
@@ -258,7 +258,7 @@ export class NamespaceService {
         await repo.deleteNamespace(tx, row.id);
       } catch (error) {
         // A service registered between the check and the delete still holds the namespace.
-        if ((error as { code?: string }).code === "23503") throw namespaceHasServices(name);
+        if (isForeignKeyViolation(error)) throw namespaceHasServices(name);
         throw error;
       }
       return true;

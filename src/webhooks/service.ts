@@ -1,6 +1,6 @@
 import type { CreateWebhookRequest, PublishEventRequest, UpdateWebhookRequest } from "../../gen/webhook/v1/webhook_service.js";
 import { isAdmin, type Principal } from "../platform/auth.js";
-import type { Db } from "../platform/db/database.js";
+import { isForeignKeyViolation, type Db } from "../platform/db/database.js";
 import type { WebhookKind, WebhookRow } from "../platform/db/schema.js";
 import { Code, failedPrecondition, invalidArgument, notFound, permissionDenied, RpcError, Violations } from "../platform/errors.js";
 import { isUuid } from "../platform/ids.js";
@@ -184,7 +184,7 @@ export class WebhookService {
       return await repo.resendDelivery(this.db, webhookId, deliveryId);
     } catch (error) {
       // Retention deleted the event while the copy was being made: the delivery is gone too.
-      if ((error as { code?: string }).code === "23503") return undefined;
+      if (isForeignKeyViolation(error)) return undefined;
       throw error;
     }
   }
@@ -250,7 +250,15 @@ export class WebhookService {
     const reservation = this.dispatcher.reserve(events.length);
     let batch: repo.PublishedBatch | undefined;
     try {
-      batch = await repo.insertEventsWithDeliveries(this.db, events, reservation);
+      for (let attempt = 1; batch === undefined; attempt++) {
+        try {
+          batch = await repo.insertEventsWithDeliveries(this.db, events, reservation);
+        } catch (error) {
+          // A webhook deleted while the statement waited for its row: the statement is rolled back
+          // whole, and run again it no longer finds that webhook. A second in a row is not a race.
+          if (!isForeignKeyViolation(error) || attempt === 2) throw error;
+        }
+      }
     } finally {
       this.dispatcher.handOff(reservation, batch);
     }

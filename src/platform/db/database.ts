@@ -93,3 +93,8 @@ export async function migrateToLatest(db: Db, logger: Logger): Promise<void> {
   }
   if (error) throw error instanceof Error ? error : new Error(String(error));
 }
+
+/** PostgreSQL refused a row whose referenced row is gone (or a delete of a row still referenced). */
+export function isForeignKeyViolation(error: unknown): boolean {
+  return (error as { code?: string }).code === "23503";
+}
