@@ -244,9 +244,15 @@ export async function insertEventsWithDeliveries(
       insert into webhook_events (id, account_id, name, body, occurred_at)
       select id, account_id, name, body, occurred_at from fresh
       returning id, account_id, name
+    ), subscribers as (
+      -- Locked as the deliveries' foreign key would lock them, but before the insert: a webhook
+      -- deleted while this waits for its row is left out, instead of failing the whole statement.
+      select w.id, w.account_id, w.events from webhooks w
+      where w.enabled and w.account_id in (select account_id from ev)
+      for key share
     ), fanout as (
       select ev.id as event_id, w.id as webhook_id, row_number() over () <= ${handOff.limit} as handed
-      from ev join webhooks w on w.account_id = ev.account_id and w.enabled and w.events && array['*', ev.name]::text[]
+      from ev join subscribers w on w.account_id = ev.account_id and w.events && array['*', ev.name]::text[]
     ), queued as (
       insert into webhook_deliveries (event_id, webhook_id, attempts, locked_until)
       select event_id, webhook_id, case when handed then 1 else 0 end,

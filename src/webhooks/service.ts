@@ -250,15 +250,7 @@ export class WebhookService {
     const reservation = this.dispatcher.reserve(events.length);
     let batch: repo.PublishedBatch | undefined;
     try {
-      for (let attempt = 1; batch === undefined; attempt++) {
-        try {
-          batch = await repo.insertEventsWithDeliveries(this.db, events, reservation);
-        } catch (error) {
-          // A webhook deleted while the statement waited for its row: the statement is rolled back
-          // whole, and run again it no longer finds that webhook. A second in a row is not a race.
-          if (!isForeignKeyViolation(error) || attempt === 2) throw error;
-        }
-      }
+      batch = await repo.insertEventsWithDeliveries(this.db, events, reservation);
     } finally {
       this.dispatcher.handOff(reservation, batch);
     }
