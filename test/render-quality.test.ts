@@ -176,6 +176,7 @@ describe("quality judge", () => {
       if (clip.hand) {
         const hand = await occluderPaintedOver(judge, clip.frames, await frames(reencoded), clip.hand);
         console.log(`${clip.name} re-encoded: ${(hand.share * 100).toFixed(1)}% of the hand in front of a face changed (${hand.pixels} pixels)`);
+        expect(hand.pixels, "hand pixels in front of a face").toBeGreaterThan(500);
         expect(hand.share, "share of the hand changed by re-encoding alone").toBeLessThan(HAND_PAINTED);
       }
       expect(Math.abs(faceres), "faceres median shift from re-encoding alone").toBeLessThan(IDENTITY_LIMITS.faceres.min);

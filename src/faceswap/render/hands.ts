@@ -1,5 +1,6 @@
 import type { Config, Human, Tensor } from "@vladmandic/human";
 import type { RgbImage } from "./images.js";
+import { pointBounds } from "./pixels.js";
 
 /**
  * Finds hands in consecutive video frames of one render (one worker's share of them) with Human's hand
@@ -67,11 +68,7 @@ export class HandFinder {
     const tf = this.human.tf as typeof import("@tensorflow/tfjs-core");
     const found: Float32Array[] = [];
     for (const points of this.hands) {
-      let minX = Infinity, minY = Infinity, maxX = -Infinity, maxY = -Infinity;
-      for (let k = 0; k < points.length; k += 2) {
-        minX = Math.min(minX, points[k]!); maxX = Math.max(maxX, points[k]!);
-        minY = Math.min(minY, points[k + 1]!); maxY = Math.max(maxY, points[k + 1]!);
-      }
+      const { minX, minY, maxX, maxY } = pointBounds(points);
       const side = Math.max(maxX - minX, maxY - minY) * FOLLOW_GROW;
       const left = (minX + maxX - side) / 2, top = (minY + maxY - side) / 2;
       const [score, keypoints] = tf.tidy(() => {

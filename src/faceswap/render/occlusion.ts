@@ -1,4 +1,4 @@
-import { boxBlur, fillPolygon, toYCbCr, ycbcr } from "./pixels.js";
+import { boxBlur, fillPolygon, pointBounds, toYCbCr, ycbcr } from "./pixels.js";
 import { scratch } from "./scratch.js";
 
 /** Where a face's patch lies in the frame, and the face's size (pixels). */
@@ -188,11 +188,7 @@ const HAND_SMOOTH = 0.025;
 
 /** Whether the hand's keypoints' bounding box, grown by `radius`, lies wholly outside the patch. */
 function missesPatch(hand: Float32Array, radius: number, { x0, y0, w, h }: Omit<PatchPlace, "faceSize">): boolean {
-  let minX = Infinity, minY = Infinity, maxX = -Infinity, maxY = -Infinity;
-  for (let i = 0; i < hand.length; i += 2) {
-    minX = Math.min(minX, hand[i]!); maxX = Math.max(maxX, hand[i]!);
-    minY = Math.min(minY, hand[i + 1]!); maxY = Math.max(maxY, hand[i + 1]!);
-  }
+  const { minX, minY, maxX, maxY } = pointBounds(hand);
   return maxX + radius < x0 || minX - radius > x0 + w || maxY + radius < y0 || minY - radius > y0 + h;
 }
 

@@ -81,3 +81,13 @@ function blurLines(
     }
   }
 }
+
+/** Bounding box of points stored as x, y pairs. */
+export function pointBounds(points: ArrayLike<number>): { minX: number; minY: number; maxX: number; maxY: number } {
+  let minX = Infinity, minY = Infinity, maxX = -Infinity, maxY = -Infinity;
+  for (let k = 0; k < points.length; k += 2) {
+    minX = Math.min(minX, points[k]!); maxX = Math.max(maxX, points[k]!);
+    minY = Math.min(minY, points[k + 1]!); maxY = Math.max(maxY, points[k + 1]!);
+  }
+  return { minX, minY, maxX, maxY };
+}

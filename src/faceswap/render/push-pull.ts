@@ -6,6 +6,10 @@ import { scratch } from "./scratch.js";
  * bilinear upsampling of the next (push).
  */
 export function pushPull(values: Float32Array, w: number, h: number): void {
+  // Only pixels of weight below 1 change: most patches (no hand in front of the face) have none.
+  let full = true;
+  for (let i = 3; i < w * h * 4 && full; i += 4) full = values[i]! >= 1;
+  if (full) return;
   const levels: Array<{ data: Float32Array; w: number; h: number }> = [{ data: values, w, h }];
   while (levels.at(-1)!.w > 1 || levels.at(-1)!.h > 1) {
     const fine = levels.at(-1)!;
