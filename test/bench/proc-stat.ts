@@ -12,7 +12,7 @@ export function processCpu(pid: number | string): { ownMs: number; reapedChildre
     return undefined;
   }
   // After the parenthesised command name: state, ppid, ..., utime (14), stime (15), cutime (16), cstime (17).
-  const fields = stat.split(") ")[1]!.split(" ");
+  const fields = afterName(stat);
   const ms = (a: number, b: number) => ((Number(fields[a]) + Number(fields[b])) * 1000) / CLOCK_TICKS_PER_SECOND;
   return { ownMs: ms(11, 12), reapedChildrenMs: ms(13, 14) };
 }
@@ -20,8 +20,13 @@ export function processCpu(pid: number | string): { ownMs: number; reapedChildre
 /** The parent's pid of a process, from /proc/<pid>/stat; undefined once it has exited. */
 export function parentPid(pid: number | string): string | undefined {
   try {
-    return fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")[1];
+    return afterName(fs.readFileSync(`/proc/${pid}/stat`, "utf8"))[1];
   } catch {
     return undefined;
   }
+}
+
+/** The fields after the parenthesised command name, which may itself hold ") ". */
+function afterName(stat: string): string[] {
+  return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
 }

@@ -1,4 +1,3 @@
-import { readFileSync } from "node:fs";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -8,6 +7,7 @@ import { createLogger } from "../../src/platform/logger.js";
 import { runFfmpeg } from "../../src/platform/media/ffmpeg.js";
 import { decodeFrames } from "../../src/faceswap/render/images.js";
 import { makeClip, samplePhoto } from "../support/footage.js";
+import { processCpu } from "./proc-stat.js";
 import { formatSummary, QualityJudge, summarise, type Summary } from "../support/quality.js";
 
 export interface RenderRun {
@@ -135,10 +135,8 @@ function sampleRss(): { stop(): number } {
   };
 }
 
-/** CPU time of this process and its finished children (the ffmpeg processes), from /proc. */
+/** CPU time of this process (its render workers are threads) and its finished children (the ffmpeg processes). */
 function treeCpuMs(): number {
-  const stat = readFileSync("/proc/self/stat", "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  // utime, stime, cutime, cstime are fields 14-17, in clock ticks (100 per second on Linux).
-  return [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0) * 10;
+  const cpu = processCpu("self")!;
+  return cpu.ownMs + cpu.reapedChildrenMs;
 }
