@@ -1,7 +1,7 @@
-import pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
 import { Code } from "../src/client/index.js";
 import { ADMIN_TOKEN, useTwoReplicas, type TestApp } from "./support/app.js";
+import { query } from "./support/database.js";
 import { failure, until } from "./support/expect.js";
 import { gauge } from "./support/streams.js";
 
@@ -59,10 +59,7 @@ describe("ListInstances and ListServices from memory", () => {
     const { instance } = await a.admin.registry.registerInstance({ namespace: "silent", service: "api", host: "h", port: 1, ttlSeconds: 60 });
     expect((await b.admin.registry.listInstances({ namespace: "silent", service: "api" })).instances[0]!.weight).toBe(100);
     // A writer that died between its commit and its notice, as seen from the replicas.
-    const client = new pg.Client({ connectionString: databaseUrl });
-    await client.connect();
-    await client.query("update instances set weight = 3 where id = $1", [instance!.id]);
-    await client.end();
+    await query(databaseUrl, "update instances set weight = 3 where id = $1", [instance!.id]);
     await until(async () => (await b.admin.registry.listInstances({ namespace: "silent", service: "api" })).instances[0]!.weight === 3, 3_000, "the unannounced change to show");
   });
 

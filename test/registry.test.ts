@@ -4,6 +4,7 @@ import { Code } from "../src/client/index.js";
 import { NAMESPACES_CHANNEL } from "../src/platform/db/channels.js";
 import { createAccountWithKey } from "./support/accounts.js";
 import { ADMIN_TOKEN, useTwoReplicas, type TestApp } from "./support/app.js";
+import { query } from "./support/database.js";
 import { failure, until } from "./support/expect.js";
 
 let databaseUrl: string;
@@ -12,16 +13,6 @@ let b: TestApp;
 
 // Two replicas on one database; a short sweep interval so TTL expiry shows within a test.
 useTwoReplicas({ INSTANCE_EXPIRY_SWEEP_MS: "100" }, (replicas) => ({ a, b, databaseUrl } = replicas));
-
-async function sql(text: string): Promise<Record<string, unknown>[]> {
-  const client = new pg.Client({ connectionString: databaseUrl });
-  await client.connect();
-  try {
-    return (await client.query(text)).rows;
-  } finally {
-    await client.end();
-  }
-}
 
 async function counts(t: TestApp, name: string) {
   const { namespace } = await t.admin.namespaces.getNamespace({ name });
@@ -139,7 +130,7 @@ describe("health", () => {
     const lapsed = (await a.admin.registry.registerInstance({ namespace: "mixed", service: "api", host: "h", port: 2, ttlSeconds: 1 })).instance!;
     await until(async () => (await counts(b, "mixed"))[2] === 1);
     const changes = async () =>
-      (await sql(`select kind, instance->>'id' as id from registry_changes where namespace = 'mixed' order by revision`)).map((r) => `${r.kind} ${r.id}`);
+      (await query(databaseUrl, `select kind, instance->>'id' as id from registry_changes where namespace = 'mixed' order by revision`)).map((r) => `${r.kind} ${r.id}`);
     const before = await changes();
 
     const { results } = await b.admin.registry.batchHeartbeat({
@@ -156,7 +147,8 @@ describe("health", () => {
     await a.admin.namespaces.createNamespace({ namespace: { name: "hot" } });
     const { instance } = await a.admin.registry.registerInstance({ namespace: "hot", service: "api", host: "h", port: 1, ttlSeconds: 60 });
     const updates = async () => {
-      const [row] = await sql(
+      const [row] = await query(
+        databaseUrl,
         `select pg_stat_force_next_flush(), (select n_tup_upd from pg_stat_user_tables where relname = 'instances') as updated,
                 (select n_tup_hot_upd from pg_stat_user_tables where relname = 'instances') as hot`,
       );

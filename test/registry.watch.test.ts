@@ -1,9 +1,9 @@
-import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { Code } from "../src/client/index.js";
 import { InstanceChangeKind, type WatchInstancesResponse } from "../gen/v1/registry_service.js";
 import { createAccountWithKey } from "./support/accounts.js";
 import { ADMIN_TOKEN, startTestApp, useTwoReplicas, type TestApp } from "./support/app.js";
+import { query } from "./support/database.js";
 import { gauge, streamReader } from "./support/streams.js";
 import { until } from "./support/expect.js";
 
@@ -132,10 +132,7 @@ describe("WatchInstances", () => {
     const onSilent = streamReader(b.admin.registry.watchInstances({ namespace: "silent", service: "api" }));
     expect((await onSilent.next()).snapshot).toBe(true);
     // As a writer that died between its commit and its notice would leave it.
-    const client = new pg.Client({ connectionString: databaseUrl });
-    await client.connect();
-    await client.query("delete from namespaces where name = 'silent'");
-    await client.end();
+    await query(databaseUrl, "delete from namespaces where name = 'silent'");
     const ended = await onSilent.end();
     expect(ended.code).toBe(Code.NOT_FOUND);
     expect(ended.reason).toBe("NAMESPACE_NOT_FOUND");

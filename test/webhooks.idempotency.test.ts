@@ -4,30 +4,25 @@ import { Code } from "../src/client/index.js";
 import { createLogger } from "../src/platform/logger.js";
 import { WebhookRetention } from "../src/webhooks/retention.js";
 import { createAccountWithKey } from "./support/accounts.js";
-import { startTestApp, type TestApp } from "./support/app.js";
-import { createTestDatabase } from "./support/database.js";
+import { useTwoReplicas, type TestApp } from "./support/app.js";
 import { failure, until } from "./support/expect.js";
 import { Receiver } from "./support/receiver.js";
 
-/** Two replicas on one database: the key's claim must hold across them, not only within one process. */
-let databaseUrl = "";
 let a: TestApp;
 let b: TestApp;
 let receiver: Receiver;
 let user: { accountId: string; key: string };
 
+// Two replicas on one database: the key's claim must hold across them, not only within one process.
+useTwoReplicas({ WEBHOOK_RETRY_BASE_MS: "100" }, (replicas) => ({ a, b } = replicas));
+
 beforeAll(async () => {
-  databaseUrl = await createTestDatabase();
-  a = await startTestApp(databaseUrl, { WEBHOOK_RETRY_BASE_MS: "100" });
-  b = await startTestApp(databaseUrl, { WEBHOOK_RETRY_BASE_MS: "100" });
   user = await createAccountWithKey(a, ["webhooks", "events:publish"]);
   receiver = await Receiver.start(() => "");
   await a.client(user.key).webhooks.createWebhook({ url: receiver.url, events: ["*"] });
 });
 afterAll(async () => {
   await receiver?.stop();
-  await b?.stop();
-  await a?.stop();
 });
 
 const api = (t: TestApp = a) => t.client(user.key).webhooks;

@@ -2,13 +2,13 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { sql } from "kysely";
 import { describe, expect, it } from "vitest";
 import { Code } from "../src/platform/errors.js";
-import type { Db } from "../src/platform/db/database.js";
 import type { DeliveryState } from "../src/platform/db/schema.js";
 import { uuidv7 } from "../src/platform/ids.js";
 import * as repo from "../src/webhooks/repository.js";
 import { createLogger } from "../src/platform/logger.js";
 import { WebhookRetention } from "../src/webhooks/retention.js";
 import { failure, until } from "./support/expect.js";
+import { heldOpen } from "./support/transactions.js";
 import { useWebhookApp } from "./support/webhook-app.js";
 
 const bed = useWebhookApp();
@@ -138,28 +138,6 @@ describe("retention", () => {
   });
 });
 
-/** A transaction on a connection of its own, kept open until `commit`, as another replica's would be. */
-async function heldOpen<T>(work: (tx: Db) => Promise<T>): Promise<{ result: T; commit: () => Promise<void> }> {
-  let release!: () => void;
-  const gate = new Promise<void>((resolve) => (release = resolve));
-  let started!: (result: T) => void;
-  let failed!: (error: unknown) => void;
-  const result = new Promise<T>((resolve, reject) => ((started = resolve), (failed = reject)));
-  const done = bed.t.app.db.transaction().execute(async (tx) => {
-    started(await work(tx));
-    await gate;
-  });
-  done.catch(failed);
-  const value = await result;
-  return {
-    result: value,
-    commit: async () => {
-      release();
-      await done;
-    },
-  };
-}
-
 /** Some statement of this database is waiting for a row lock. */
 async function someoneWaits(): Promise<boolean> {
   const { rows } = await sql<{ n: number }>`
@@ -198,7 +176,7 @@ describe("retention and webhook deletes against concurrent writes", () => {
   it("keeps a delivery recovered while the sweep waits for it, and its event", async () => {
     const webhookId = await webhook();
     const { eventId, deliveryIds } = await eventWith(webhookId, ["failed"]);
-    const recovering = await heldOpen((tx) => repo.requeueFailedDeliveries(tx, webhookId, new Date(Date.now() - 3_600_000)));
+    const recovering = await heldOpen(bed.t.app.db, (tx) => repo.requeueFailedDeliveries(tx, webhookId, new Date(Date.now() - 3_600_000)));
     expect(recovering.result).toBe(1);
     const sweeping = retention().sweep(later());
     await until(someoneWaits, 5_000, "the sweep waiting for the recovered delivery");
@@ -210,7 +188,7 @@ describe("retention and webhook deletes against concurrent writes", () => {
   it("keeps a delivery resent while the sweep runs, and its event", async () => {
     const webhookId = await webhook();
     const { eventId, deliveryIds } = await eventWith(webhookId, ["failed"]);
-    const resending = await heldOpen((tx) => repo.resendDelivery(tx, webhookId, deliveryIds[0]!));
+    const resending = await heldOpen(bed.t.app.db, (tx) => repo.resendDelivery(tx, webhookId, deliveryIds[0]!));
     let swept = false;
     const sweeping = retention()
       .sweep(later())
@@ -225,7 +203,7 @@ describe("retention and webhook deletes against concurrent writes", () => {
     const gone = await webhook();
     const kept = await receiver();
     await api().createWebhook({ url: kept.url, events: ["request.completed"] });
-    const deleting = await heldOpen((tx) => repo.deleteWebhook(tx, bed.user.accountId, gone));
+    const deleting = await heldOpen(bed.t.app.db, (tx) => repo.deleteWebhook(tx, bed.user.accountId, gone));
     expect(deleting.result).toBe(true);
     const publishing = api().publishEvent({ event: "request.completed", data: { n: 1 } });
     await until(someoneWaits, 5_000, "the publish waiting for the webhook being deleted");
@@ -240,7 +218,7 @@ describe("retention and webhook deletes against concurrent writes", () => {
   it("answers a resend of a delivery whose event the sweep deleted meanwhile with NOT_FOUND naming delivery_id", async () => {
     const webhookId = await webhook();
     const { deliveryIds } = await eventWith(webhookId, ["failed"]);
-    const pruning = await heldOpen((tx) => repo.pruneEventsBefore(tx, "v7", later(), undefined, 10));
+    const pruning = await heldOpen(bed.t.app.db, (tx) => repo.pruneEventsBefore(tx, "v7", later(), undefined, 10));
     expect(pruning.result).toMatchObject({ events: 1, deliveries: 1 });
     const resend = failure(api().resendDelivery({ webhookId, deliveryId: deliveryIds[0]! }));
     await until(someoneWaits, 5_000, "the resend waiting for the event");
@@ -278,7 +256,7 @@ describe("retention and webhook deletes against concurrent writes", () => {
       gone: false,
     };
     // Recording holds the webhook's row until it commits.
-    const recording = await heldOpen((tx) => repo.recordAttempts(tx, [outcome], 10));
+    const recording = await heldOpen(bed.t.app.db, (tx) => repo.recordAttempts(tx, [outcome], 10));
     const deleting = api().deleteWebhook({ webhookId });
     await until(someoneWaits, 5_000, "the delete waiting for the webhook");
     await recording.commit();
@@ -293,7 +271,7 @@ describe("retention and webhook deletes against concurrent writes", () => {
     // Recording an outcome updates the delivery, then its webhook.
     let recorded!: () => void;
     const webhookNext = new Promise<void>((resolve) => (recorded = resolve));
-    const recording = await heldOpen(async (tx) => {
+    const recording = await heldOpen(bed.t.app.db, async (tx) => {
       await tx.updateTable("webhook_deliveries").set({ state: "delivered" }).where("id", "=", deliveryIds[0]!).execute();
       return async () => {
         await tx.updateTable("webhooks").set({ last_status: 200 }).where("id", "=", webhookId).execute();

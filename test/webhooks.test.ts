@@ -1,12 +1,12 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Code } from "../src/client/index.js";
-import type { Db } from "../src/platform/db/database.js";
 import * as repo from "../src/webhooks/repository.js";
 import { createAccountWithKey } from "./support/accounts.js";
 import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/app.js";
 import { createTestDatabase } from "./support/database.js";
 import { Receiver } from "./support/receiver.js";
 import { failure, until } from "./support/expect.js";
+import { rolledBack } from "./support/transactions.js";
 
 let t: TestApp;
 let user: { accountId: string; key: string };
@@ -35,25 +35,6 @@ async function receiver(): Promise<Receiver> {
 }
 
 const api = () => t.client(user.key).webhooks;
-
-/**
- * Runs `work` in a transaction that is then rolled back: the app's dispatchers never see its rows,
- * so nothing but `work` can claim a delivery it inserts.
- */
-async function rolledBack<T>(work: (db: Db) => Promise<T>): Promise<T> {
-  const rollback = new Error("rollback");
-  let result: T | undefined;
-  await t.app.db
-    .transaction()
-    .execute(async (trx) => {
-      result = await work(trx);
-      throw rollback;
-    })
-    .catch((error: unknown) => {
-      if (error !== rollback) throw error;
-    });
-  return result!;
-}
 
 describe("management", () => {
   it("creates with defaults: events ['*'], a generated whsec_ secret, enabled", async () => {
@@ -255,7 +236,7 @@ describe("deliveries", () => {
     const { webhook } = await t.client(owner.key).webhooks.createWebhook({ url: "http://127.0.0.1:9/hand-off", events: ["request.completed"] });
     const event = { accountId: owner.accountId, name: "request.completed", body: "{}", occurredAt: new Date() };
     const publish = (limit: number) =>
-      rolledBack(async (db) => {
+      rolledBack(t.app.db, async (db) => {
         const batch = await repo.insertEventsWithDeliveries(db, [event], { limit, leaseMs: 60_000 });
         const rows = await db
           .selectFrom("webhook_deliveries")

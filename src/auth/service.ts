@@ -1,12 +1,12 @@
 import { sql } from "kysely";
-import { isPlan, PLANS } from "../billing/plans.js";
+import { PLANS } from "../billing/plans.js";
 import * as billing from "../billing/repository.js";
 import { isScope, type Authenticator, type KeyChanges, type Principal, type Scope } from "../platform/auth.js";
 import { API_KEYS_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
-import type { ApiKeyRow, Plan } from "../platform/db/schema.js";
-import { invalidArgument, notFound, unauthenticated, Violations } from "../platform/errors.js";
+import type { ApiKeyRow } from "../platform/db/schema.js";
+import { invalidArgument, notFound, oneOf, unauthenticated, Violations } from "../platform/errors.js";
 import { isUuid } from "../platform/ids.js";
 import type { Logger } from "../platform/logger.js";
 import { pageOf } from "../platform/paging.js";
@@ -183,9 +183,9 @@ export class AuthService {
   async setPlan(accountId: string, plan: string): Promise<AccountView> {
     const violations = new Violations();
     if (!isUuid(accountId)) violations.add("account_id", "must be an account id (a UUID)");
-    if (!isPlan(plan)) violations.add("plan", `must be one of ${PLANS.join(", ")}`);
+    const known = oneOf(violations, "plan", plan, PLANS);
     violations.throwIfAny();
-    if (!(await billing.setPlan(this.db, accountId, plan as Plan))) throw notFound(`account ${accountId}`, "ACCOUNT_NOT_FOUND");
+    if (!(await billing.setPlan(this.db, accountId, known!))) throw notFound(`account ${accountId}`, "ACCOUNT_NOT_FOUND");
     return this.getAccount(accountId);
   }
 

@@ -11,7 +11,7 @@ import { JOBS_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { FaceSwapMode, JobRow, JobSpec, StyleVersion } from "../platform/db/schema.js";
-import { Code, failedPrecondition, invalidArgument, notFound, RpcError, Violations } from "../platform/errors.js";
+import { Code, failedPrecondition, invalidArgument, notFound, oneOf, RpcError, Violations } from "../platform/errors.js";
 import { isUuid } from "../platform/ids.js";
 import { outputSize } from "../platform/media/ffmpeg.js";
 import { keysetPage, keysetResult } from "../platform/paging.js";
@@ -97,12 +97,12 @@ export class FaceSwapService {
     if (items.length === 0) violations.add("items", "at least one item is required");
     if (items.length > MAX_UPLOAD_ITEMS) violations.add("items", `at most ${MAX_UPLOAD_ITEMS} items`);
     items.forEach((item, i) => {
-      if (!(UPLOAD_TYPES as string[]).includes(item.type)) {
-        violations.add(`items[${i}].type`, `must be one of ${UPLOAD_TYPES.join(", ")}`);
-      } else if (!/^[a-z0-9]+$/.test(item.extension)) {
+      const type = oneOf(violations, `items[${i}].type`, item.type, UPLOAD_TYPES);
+      if (type === undefined) return;
+      if (!/^[a-z0-9]+$/.test(item.extension)) {
         violations.add(`items[${i}].extension`, "must be lower-case letters and digits, without the dot (e.g. mp4)");
-      } else if (!EXTENSIONS[item.type as UploadType].has(item.extension)) {
-        violations.add(`items[${i}].extension`, `must be one of ${[...EXTENSIONS[item.type as UploadType]].join(", ")} for ${item.type}`);
+      } else {
+        oneOf(violations, `items[${i}].extension`, item.extension, EXTENSIONS[type], `for ${type}`);
       }
     });
     violations.throwIfAny();

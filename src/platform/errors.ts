@@ -138,6 +138,24 @@ export class Violations {
   }
 }
 
+/**
+ * `value` when it is one of `choices` (a list, a set, or a record keyed by every member of a value set,
+ * which the compiler checks is complete); otherwise names `field` in `violations` with the choices,
+ * followed by `qualifier` when the choices depend on another field ("for video").
+ */
+export function oneOf<K extends string>(
+  violations: Violations,
+  field: string,
+  value: string,
+  choices: Iterable<K> | Record<K, unknown>,
+  qualifier?: string,
+): K | undefined {
+  const names: string[] = Symbol.iterator in choices ? [...choices] : Object.keys(choices);
+  if (names.includes(value)) return value as K;
+  violations.add(field, `must be one of ${names.join(", ")}${qualifier === undefined ? "" : ` ${qualifier}`}`);
+  return undefined;
+}
+
 /** How a stream stopped by `signal` ends: the RpcError it was aborted with (a shutdown), else CANCELLED. */
 export function cancellation(signal: AbortSignal): RpcError {
   return signal.reason instanceof RpcError ? signal.reason : new RpcError(Code.CANCELLED, "the call was cancelled");

@@ -1,6 +1,5 @@
 import type { DeliveryState, RetrySchedule } from "../platform/db/schema.js";
-import type { Violations } from "../platform/errors.js";
-import { oneOf } from "./one-of.js";
+import { oneOf, type Violations } from "../platform/errors.js";
 
 /**
  * The gap before each retry, in units of the retry base (1 s unless configured). seed (the default):

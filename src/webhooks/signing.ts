@@ -1,7 +1,6 @@
 import { createHmac, randomBytes } from "node:crypto";
 import type { SignatureScheme } from "../platform/db/schema.js";
-import type { Violations } from "../platform/errors.js";
-import { oneOf } from "./one-of.js";
+import { oneOf, type Violations } from "../platform/errors.js";
 import { signBody } from "./signature.js";
 
 /** How each scheme's generated secret is written after `whsec_`: hex for the default, base64 as Standard Webhooks reads it. */

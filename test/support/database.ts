@@ -6,14 +6,22 @@ import { inject } from "vitest";
 export async function createTestDatabase(): Promise<string> {
   const serverUrl = inject("postgresUrl");
   const name = `test_${randomBytes(6).toString("hex")}`;
-  const client = new pg.Client({ connectionString: serverUrl });
-  await client.connect();
-  try {
-    await client.query(`CREATE DATABASE ${name}`);
-  } finally {
-    await client.end();
-  }
+  await query(serverUrl, `CREATE DATABASE ${name}`);
   const url = new URL(serverUrl);
   url.pathname = `/${name}`;
   return url.toString();
+}
+
+/**
+ * One statement on a connection of its own, outside every app: a write no replica announces (as a
+ * writer that died between its commit and its notice leaves it), or a read past the app. Returns the rows.
+ */
+export async function query(databaseUrl: string, text: string, values: unknown[] = []): Promise<Record<string, unknown>[]> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    return (await client.query(text, values)).rows;
+  } finally {
+    await client.end();
+  }
 }

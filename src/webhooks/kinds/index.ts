@@ -1,6 +1,5 @@
 import type { WebhookKind } from "../../platform/db/schema.js";
-import type { Violations } from "../../platform/errors.js";
-import { oneOf } from "../one-of.js";
+import { oneOf, type Violations } from "../../platform/errors.js";
 import type { ClaimedDelivery } from "../repository.js";
 import { checkTemplate, renderTemplate } from "./custom-template.js";
 import { discordMessage } from "./discord.js";
