@@ -1,7 +1,8 @@
 import type { StyleVersion } from "../../platform/db/schema.js";
 import { pyramidBlend } from "./blend.js";
+import { EYE_OPENINGS, targetEyes } from "./eyes.js";
 import { handMask, occlusion } from "./occlusion.js";
-import { boxBlur, fillPolygon, fromYCbCr, toYCbCr, ycbcr } from "./pixels.js";
+import { boxBlur, fillPolygon, fromYCbCr, sampleCubic, toYCbCr, ycbcr } from "./pixels.js";
 import { pushPull } from "./push-pull.js";
 import { scratch } from "./scratch.js";
 import { fitSimilarity } from "./similarity.js";
@@ -44,7 +45,8 @@ export interface StyleParams {
 /**
  * Both styles draw the new face through the target's own mesh (front-facing triangles only, nearest
  * first, never past its visible outline, the source sampled bicubically), keep the target's open
- * mouth and whatever covers the face (pixels far from its skin colour), relight the new face with the
+ * mouth, the target's eye openings (see targetEyes) and whatever covers the face (pixels far from its
+ * skin colour), relight the new face with the
  * target's low-frequency light and colour (the target's low band under the new face's high band; on
  * skin only a little of the source's finer chroma and none of its specular highlights stay, so a
  * coloured light on the source photo does not), and lay it on with a multi-band (Laplacian pyramid)
@@ -224,10 +226,6 @@ function gather(mesh: Float32Array, indices: readonly number[]): Float32Array {
 // Polygons on the mesh (MediaPipe indices, in order around each): the inner lips, where the target's
 // open mouth (teeth, tongue) stays; the eye openings, outer lips and brows, which are not skin-coloured
 // but are never taken for something in front of the face (see `occlusion`).
-const EYE_OPENINGS = [
-  [33, 7, 163, 144, 145, 153, 154, 155, 133, 173, 157, 158, 159, 160, 161, 246],
-  [263, 249, 390, 373, 374, 380, 381, 382, 362, 398, 384, 385, 386, 387, 388, 466],
-];
 const INNER_LIPS = [78, 191, 80, 81, 82, 13, 312, 311, 310, 415, 308, 324, 318, 402, 317, 14, 87, 178, 88, 95];
 const OUTER_LIPS = [61, 185, 40, 39, 37, 0, 267, 269, 270, 409, 291, 375, 321, 405, 314, 17, 84, 181, 91, 146];
 const BROWS = [
@@ -323,6 +321,7 @@ export function swapFace(
   relight(warped, targetPatch, covered, sourceSkin, targetSkin, w, h, style, Math.max(1, style.lightRadius * faceSize));
   if (style.sharpen > 0) sharpenLuma(warped, w, h, style.sharpen, drawnFeatures);
   if (style.keepTexture > 0) addDetail(warped, targetPatch, w, h, style.keepTexture, Math.max(1, faceSize / 80));
+  targetEyes(warped, frame, width, height, target, drawnMesh, place);
   // The blend's support ends a pixel or two inside the visible face; its mask fades in over the
   // style's feather, each band of the pyramid over its own scale (see pyramidBlend).
   const support = featherMask(drawn, w, h, Math.max(1, SUPPORT_FEATHER * faceSize), "support");
@@ -471,46 +470,6 @@ function warpTriangles(
     for (let ch = 0; ch < 3; ch++) warped[i * 3 + ch] = weights[i * 4 + ch]!;
   }
   return { x0, y0, w, h, faceSize, warped, covered };
-}
-
-const cubicX = new Float32Array(4), cubicY = new Float32Array(4);
-
-/** Catmull-Rom weights of the 4 samples around a point at `t` (0..1) past the second. */
-function cubicWeights(t: number, out: Float32Array): void {
-  const t2 = t * t, t3 = t2 * t;
-  out[0] = 0.5 * (-t3 + 2 * t2 - t);
-  out[1] = 0.5 * (3 * t3 - 5 * t2 + 2);
-  out[2] = 0.5 * (-3 * t3 + 4 * t2 + t);
-  out[3] = 0.5 * (t3 - t2);
-}
-
-/**
- * The rgb24 image `src` at (sx, sy) by Catmull-Rom interpolation (edges clamped) into `out` at `o`:
- * bilinear sampling halves the contrast of detail a pixel wide wherever a sample falls between
- * texels, and the new face came out softer than the frame around it.
- */
-function sampleCubic(src: Uint8Array, sw: number, sh: number, sx: number, sy: number, out: Float32Array, o: number): void {
-  const ix = Math.floor(sx), iy = Math.floor(sy);
-  cubicWeights(sx - ix, cubicX);
-  cubicWeights(sy - iy, cubicY);
-  let r = 0, g = 0, b = 0;
-  for (let j = 0; j < 4; j++) {
-    const y = Math.min(sh - 1, Math.max(0, iy - 1 + j));
-    let rr = 0, gg = 0, bb = 0;
-    for (let k = 0; k < 4; k++) {
-      const p = (y * sw + Math.min(sw - 1, Math.max(0, ix - 1 + k))) * 3, wk = cubicX[k]!;
-      rr += src[p]! * wk;
-      gg += src[p + 1]! * wk;
-      bb += src[p + 2]! * wk;
-    }
-    const wj = cubicY[j]!;
-    r += rr * wj;
-    g += gg * wj;
-    b += bb * wj;
-  }
-  out[o] = r;
-  out[o + 1] = g;
-  out[o + 2] = b;
 }
 
 // A triangle the drawn face stretches this many times more, along its most stretched direction,
