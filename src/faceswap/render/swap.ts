@@ -277,11 +277,12 @@ export function swapFace(
   neutral: Float32Array,
   source: SourceFace,
   triangles: ArrayLike<number>,
+  mirror: Int32Array,
   style: StyleParams,
   hands: readonly Float32Array[] = [],
 ): void {
   const drawnMesh = reshape(target, neutral, source.mesh, style.reshape * frontal(target));
-  const patch = warpTriangles(width, height, target, drawnMesh, depth, source, triangles);
+  const patch = warpTriangles(width, height, target, drawnMesh, depth, source, triangles, mirror);
   if (!patch) return;
   const { x0, y0, w, h, faceSize, warped, covered } = patch;
   const n = w * h;
@@ -387,6 +388,7 @@ function warpTriangles(
   depth: Float32Array,
   source: SourceFace,
   triangles: ArrayLike<number>,
+  mirror: Int32Array,
 ): Patch | undefined {
   let minX = Infinity, minY = Infinity, maxX = -Infinity, maxY = -Infinity;
   for (let i = 0; i < target.length; i += 2) {
@@ -435,22 +437,36 @@ function warpTriangles(
   const outline = scratch("outline", w * h).fill(0);
   fillPolygon(outline, w, h, grownOutline(target, OUTLINE_MARGIN), OVAL, x0, y0, 1);
   const weights = scratch("warpWeights", w * h * 4).fill(0);
-  const trust = sourceTrust(drawnMesh, source.mesh, triangles);
+  const { trust, mirrored, turned } = sourceTrust(drawnMesh, source.mesh, triangles, mirror);
+  const other = scratch("mirrorSample", 3);
   for (let t = 0; t + 2 < triangles.length; t += 3) {
     const a = triangles[t]!, b = triangles[t + 1]!, c = triangles[t + 2]!;
-    // A triangle turned over between the source and the drawn mesh is seen from its other side.
-    if (signedArea(drawnMesh, a, b, c) * signedArea(source.mesh, a, b, c) <= 0) continue;
     const weight = trust[t / 3]!;
+    if (weight === 0) continue;
     const sax = sampled[2 * a]! * unit, say = sampled[2 * a + 1]! * unit;
     const sbx = sampled[2 * b]! * unit, sby = sampled[2 * b + 1]! * unit;
     const scx = sampled[2 * c]! * unit, scy = sampled[2 * c + 1]! * unit;
+    const [ma, mb, mc] = [mirror[a]!, mirror[b]!, mirror[c]!];
+    const max = sampled[2 * ma]! * unit, may = sampled[2 * ma + 1]! * unit;
+    const mbx = sampled[2 * mb]! * unit, mby = sampled[2 * mb + 1]! * unit;
+    const mcx = sampled[2 * mc]! * unit, mcy = sampled[2 * mc + 1]! * unit;
+    const [va, vb, vc] = turned[t / 3] === 1 ? [1, 1, 1] : [mirrored[a]!, mirrored[b]!, mirrored[c]!];
     rasterise(drawnMesh, depth, a, b, c, x0, y0, w, h, (i, z, wa, wb, wc) => {
       if ((zTarget[i] === Infinity && outline[i] === 0) || z >= zDrawn[i]!) return;
       zDrawn[i] = z;
-      const sx = Math.min(sw - 1.001, Math.max(0, wa * sax + wb * sbx + wc * scx - 0.5));
-      const sy = Math.min(sh - 1.001, Math.max(0, wa * say + wb * sby + wc * scy - 0.5));
       const o = i * 3;
-      sampleCubic(src, sw, sh, sx, sy, warped, o);
+      const share = wa * va + wb * vb + wc * vc;
+      if (share < 1) {
+        const sx = Math.min(sw - 1.001, Math.max(0, wa * sax + wb * sbx + wc * scx - 0.5));
+        const sy = Math.min(sh - 1.001, Math.max(0, wa * say + wb * sby + wc * scy - 0.5));
+        sampleCubic(src, sw, sh, sx, sy, warped, o);
+      }
+      if (share > 0) {
+        const sx = Math.min(sw - 1.001, Math.max(0, wa * max + wb * mbx + wc * mcx - 0.5));
+        const sy = Math.min(sh - 1.001, Math.max(0, wa * may + wb * mby + wc * mcy - 0.5));
+        sampleCubic(src, sw, sh, sx, sy, other, 0);
+        for (let ch = 0; ch < 3; ch++) warped[o + ch] = share >= 1 ? other[ch]! : warped[o + ch]! + share * (other[ch]! - warped[o + ch]!);
+      }
       for (let ch = 0; ch < 3; ch++) weights[i * 4 + ch] = warped[o + ch]!;
       weights[i * 4 + 3] = weight;
       covered[i] = 1;
@@ -477,37 +493,70 @@ function warpTriangles(
 // way): its texture stretched that far smears (the lashes at the eye's outer corner become dark
 // streaks toward the temple). From STRETCH[0] its weight falls, to nearly 0 at STRETCH[1].
 const STRETCH = [1.2, 2.2] as const;
+// A triangle whose mirror image on the other side of the source's face is stretched this many times
+// less takes its texture from there: from MIRROR[0] partly, from MIRROR[1] wholly.
+const MIRROR = [1.25, 1.8] as const;
 
-/** Per triangle, how far to trust the source's texture (1 = fully), from how far it is stretched (see STRETCH). */
-function sourceTrust(drawnMesh: Float32Array, sourceMesh: Float32Array, triangles: ArrayLike<number>): Float32Array {
+/**
+ * Per triangle, where its texture comes from and how far to trust it. The source photo shows one side
+ * of a turned head foreshortened, and the drawn face (the target's head turned the other way) needs
+ * that side wide: stretched, its texture smeared (hair at the temple became a dark streak from the eye
+ * to the hairline). The mesh's mirror image (`mirror`, see mirrorPoints) of such a triangle lies on
+ * the side the source shows well, so the texture comes from there instead (`mirrored`, 0..1, per
+ * point, so neighbouring triangles blend without a step), as it does for a triangle the source shows
+ * from behind. `trust` (1 = fully) falls with the stretch of what is sampled (see STRETCH).
+ */
+function sourceTrust(
+  drawnMesh: Float32Array,
+  sourceMesh: Float32Array,
+  triangles: ArrayLike<number>,
+  mirror: Int32Array,
+): { trust: Float32Array; mirrored: Float32Array; turned: Float32Array } {
   const count = Math.floor(triangles.length / 3);
-  const stretch = scratch("stretch", count);
+  const own = scratch("stretch", count), other = scratch("stretchMirror", count);
   const sorted = scratch("stretchSorted", count);
   let m = 0;
   for (let t = 0; t < count; t++) {
     const a = triangles[3 * t]!, b = triangles[3 * t + 1]!, c = triangles[3 * t + 2]!;
-    // The affine map from the source's triangle to the drawn one, A = F E^-1: its largest singular value.
-    const e1x = sourceMesh[2 * b]! - sourceMesh[2 * a]!, e1y = sourceMesh[2 * b + 1]! - sourceMesh[2 * a + 1]!;
-    const e2x = sourceMesh[2 * c]! - sourceMesh[2 * a]!, e2y = sourceMesh[2 * c + 1]! - sourceMesh[2 * a + 1]!;
-    const f1x = drawnMesh[2 * b]! - drawnMesh[2 * a]!, f1y = drawnMesh[2 * b + 1]! - drawnMesh[2 * a + 1]!;
-    const f2x = drawnMesh[2 * c]! - drawnMesh[2 * a]!, f2y = drawnMesh[2 * c + 1]! - drawnMesh[2 * a + 1]!;
-    const det = e1x * e2y - e2x * e1y;
-    if (Math.abs(det) < 1e-6) {
-      stretch[t] = Infinity;
-      continue;
-    }
-    const p = (f1x * e2y - f2x * e1y) / det, q = (f2x * e1x - f1x * e2x) / det;
-    const r = (f1y * e2y - f2y * e1y) / det, u = (f2y * e1x - f1y * e2x) / det;
-    const sum = p * p + q * q + r * r + u * u, area = p * u - q * r;
-    stretch[t] = Math.sqrt((sum + Math.sqrt(Math.max(0, sum * sum - 4 * area * area))) / 2);
-    sorted[m++] = stretch[t]!;
+    const drawnSide = signedArea(drawnMesh, a, b, c);
+    // A triangle turned over between the source and the drawn mesh is seen from its other side; its
+    // mirror image, seen from the front, is turned over.
+    own[t] = drawnSide * signedArea(sourceMesh, a, b, c) > 0 ? stretchOf(drawnMesh, sourceMesh, a, b, c, a, b, c) : Infinity;
+    const [ma, mb, mc] = [mirror[a]!, mirror[b]!, mirror[c]!];
+    other[t] = drawnSide * signedArea(sourceMesh, ma, mb, mc) < 0 ? stretchOf(drawnMesh, sourceMesh, a, b, c, ma, mb, mc) : Infinity;
+    if (own[t]! < Infinity) sorted[m++] = own[t]!;
   }
   const median = m > 0 ? sorted.subarray(0, m).sort()[m >> 1]! : 1;
+  const trustOf = (stretch: number) => Math.min(1, Math.max(0.02, (STRETCH[1] - stretch / median) / (STRETCH[1] - STRETCH[0])));
+  const trust = scratch("trust", count), turned = scratch("turnedOver", count);
+  const mirrored = scratch("mirrored", mirror.length).fill(0), touching = scratch("mirroredCount", mirror.length).fill(0);
   for (let t = 0; t < count; t++) {
-    const relative = stretch[t]! / median;
-    stretch[t] = Math.min(1, Math.max(0.02, (STRETCH[1] - relative) / (STRETCH[1] - STRETCH[0])));
+    const ratio = own[t]! / other[t]!;
+    turned[t] = own[t] === Infinity ? 1 : 0;
+    const share = other[t] === Infinity ? 0 : own[t] === Infinity ? 1 : Math.min(1, Math.max(0, Math.log(ratio / MIRROR[0]) / Math.log(MIRROR[1] / MIRROR[0])));
+    trust[t] = own[t] === Infinity && other[t] === Infinity ? 0 : (1 - share) * (own[t] === Infinity ? 0 : trustOf(own[t]!)) + share * trustOf(other[t]!);
+    for (let k = 0; k < 3; k++) {
+      const v = triangles[3 * t + k]!;
+      mirrored[v]! += share;
+      touching[v]!++;
+    }
   }
-  return stretch;
+  for (let v = 0; v < mirrored.length; v++) if (touching[v]! > 0) mirrored[v]! /= touching[v]!;
+  return { trust, mirrored, turned };
+}
+
+/** Largest singular value of the affine map from the source's triangle (sa, sb, sc) to the drawn (a, b, c): A = F E^-1. */
+function stretchOf(drawnMesh: Float32Array, sourceMesh: Float32Array, a: number, b: number, c: number, sa: number, sb: number, sc: number): number {
+  const e1x = sourceMesh[2 * sb]! - sourceMesh[2 * sa]!, e1y = sourceMesh[2 * sb + 1]! - sourceMesh[2 * sa + 1]!;
+  const e2x = sourceMesh[2 * sc]! - sourceMesh[2 * sa]!, e2y = sourceMesh[2 * sc + 1]! - sourceMesh[2 * sa + 1]!;
+  const f1x = drawnMesh[2 * b]! - drawnMesh[2 * a]!, f1y = drawnMesh[2 * b + 1]! - drawnMesh[2 * a + 1]!;
+  const f2x = drawnMesh[2 * c]! - drawnMesh[2 * a]!, f2y = drawnMesh[2 * c + 1]! - drawnMesh[2 * a + 1]!;
+  const det = e1x * e2y - e2x * e1y;
+  if (Math.abs(det) < 1e-6) return Infinity;
+  const p = (f1x * e2y - f2x * e1y) / det, q = (f2x * e1x - f1x * e2x) / det;
+  const r = (f1y * e2y - f2y * e1y) / det, u = (f2y * e1x - f1y * e2x) / det;
+  const sum = p * p + q * q + r * r + u * u, area = p * u - q * r;
+  return Math.sqrt((sum + Math.sqrt(Math.max(0, sum * sum - 4 * area * area))) / 2);
 }
 
 // How far past the target's outline the new face may reach, as a share of the outline's size: about

@@ -3,6 +3,7 @@ import type { Config, FaceResult, Tensor } from "@vladmandic/human";
 import { HandFinder } from "./hands.js";
 import { loadHuman } from "./human.js";
 import type { FaceData, WorkerReply, WorkerRequest } from "./protocol.js";
+import { mirrorPoints } from "./mirror.js";
 import { swapFace, type SourceFace } from "./swap.js";
 
 /**
@@ -11,6 +12,7 @@ import { swapFace, type SourceFace } from "./swap.js";
  */
 const port = parentPort!;
 const human = await loadHuman();
+const mirror = mirrorPoints(human.faceUVMap);
 /** Each render's hand finder: renders that share this worker must not follow each other's hands. */
 const handFinders = new Map<number, HandFinder>();
 /** Frames between detect and finish, with the keypoints of the hands found in them. */
@@ -86,7 +88,7 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
       const jobSources = sources.get(request.job) ?? [];
       for (const target of request.targets) {
         const source = jobSources[target.source];
-        if (source) swapFace(pixels, width, height, target.mesh, target.depth, target.neutral, source, human.faceTriangulation, request.style, handPoints);
+        if (source) swapFace(pixels, width, height, target.mesh, target.depth, target.neutral, source, human.faceTriangulation, mirror, request.style, handPoints);
       }
       return { value: pixels.buffer, transfer: [pixels.buffer as ArrayBuffer] };
     }
