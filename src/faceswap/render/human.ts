@@ -44,9 +44,7 @@ const config: Partial<Config> = {
   segmentation: { enabled: false } as Config["segmentation"],
   face: {
     enabled: true,
-    // A tilted head's crop is turned upright before the mesh model sees it: unturned, the mesh of a
-    // head tilted by 30 degrees sat a lid's height below its eyes and beside its mouth.
-    detector: { rotation: true, maxDetected: 20, skipFrames: 6, skipTime: 1000, minConfidence: 0.3, return: false },
+    detector: { rotation: false, maxDetected: 20, skipFrames: 6, skipTime: 1000, minConfidence: 0.3, return: false },
     mesh: { enabled: true },
     iris: { enabled: false },
     emotion: { enabled: false },
