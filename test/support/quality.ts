@@ -192,16 +192,18 @@ export class QualityJudge {
 
   /** The faces of `image`, left to right, with meshes and faceres embeddings. */
   async faces(image: RgbImage): Promise<FaceData[]> {
-    const found = await analyseImage(this.pool, image, { minConfidence: 0.3, worker: 0, retryWithBorder: false });
+    // Upright, as the renderer meshes video frames: unturned, the mesh of the pan's tilted right face
+    // sat beside its features, and every region measured there with it.
+    const found = await analyseImage(this.pool, image, { minConfidence: 0.3, worker: 0, retryWithBorder: false, upright: true });
     return found.sort((a, b) => a.box[0] - b.box[0]);
   }
 
   /** The face swapped in (the largest face of `image`). */
   async setNewFace(image: RgbImage): Promise<void> {
-    const found = await analyseImage(this.pool, image, { minConfidence: 0.3, worker: 0, retryWithBorder: true });
+    const found = await analyseImage(this.pool, image, { minConfidence: 0.3, worker: 0, retryWithBorder: true, upright: true });
     const face = found[0];
     if (!face?.embedding) throw new Error("no face in the new face image");
-    this.newFace = { embedding: face.embedding, descriptor: await faceApiDescriptor(image, face.box) };
+    this.newFace = { embedding: face.embedding, descriptor: await faceApiDescriptor(image, face.box, face.mesh) };
   }
 
   /**
@@ -257,7 +259,7 @@ export class QualityJudge {
       (await this.pool.call<number[]>(0, { type: "similarities", embedding: a, candidates: [newFace.embedding] }))[0]!;
     const match = swapped.filter((s) => s.embedding && iou(s.box, face.box) > 0.3).sort((a, b) => iou(b.box, face.box) - iou(a.box, face.box))[0];
     const faceres = match && face.embedding ? (await similarity(match.embedding!)) - (await similarity(face.embedding)) : -1;
-    const [din, dout] = [await faceApiDescriptor(before, face.box), await faceApiDescriptor(after, face.box)];
+    const [din, dout] = [await faceApiDescriptor(before, face.box, face.mesh), await faceApiDescriptor(after, face.box, face.mesh)];
     return { faceres, faceApi: descriptorDistance(din, newFace.descriptor) - descriptorDistance(dout, newFace.descriptor) };
   }
 }
