@@ -31,8 +31,8 @@ export type WorkerRequest =
   /** Draws the targets onto a held frame and hands it back. */
   | { type: "finish"; id: number; job: number; frame: number; targets: SwapTarget[]; style: StyleParams }
   /**
-   * Faces with embeddings in a still image (source faces, face detection); `upright`: meshes of tilted
-   * heads turned upright first (see the worker), embeddings then from the turned crops too.
+   * Faces with embeddings in a still image (source faces, face detection); `upright`: rolled heads
+   * meshed again from crops turned upright (see UprightMesher); embeddings stay unturned.
    */
   | { type: "analyse"; id: number; pixels: ArrayBuffer; width: number; height: number; minConfidence: number; upright: boolean }
   | { type: "similarities"; id: number; embedding: number[]; candidates: number[][] }

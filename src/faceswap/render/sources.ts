@@ -18,8 +18,8 @@ const BORDER = 0.5;
 
 /**
  * The faces in an image with embeddings, largest first; `worker` picks the pool's worker. `upright`
- * turns tilted heads upright before meshing them (the meshes are right, the embeddings no longer
- * comparable with the unturned ones the renderer matches people with).
+ * meshes rolled heads again from crops turned upright, as the renderer meshes video frames (see
+ * UprightMesher).
  */
 export async function analyseImage(
   pool: WorkerPool,
