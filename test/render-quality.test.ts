@@ -140,6 +140,26 @@ function pastedRectangles(image: RgbImage, faces: FaceData[]): RgbImage {
   return out;
 }
 
+/**
+ * Each face's box moved sideways by a fifth of its eye distance: the face drawn off the target's, the
+ * target's own far side showing beside it (as a mesh that stops short of the far cheek draws it).
+ */
+function shiftedFaces(image: RgbImage, faces: FaceData[]): RgbImage {
+  const out = { ...image, pixels: Uint8Array.from(image.pixels) };
+  for (const face of faces) {
+    const m = face.mesh;
+    const shift = Math.max(1, Math.round(0.2 * Math.hypot(m[2 * 33]! - m[2 * 263]!, m[2 * 33 + 1]! - m[2 * 263 + 1]!)));
+    const [bx, by, bw, bh] = face.box.map(Math.round) as [number, number, number, number];
+    for (let y = Math.max(0, by); y < Math.min(image.height, by + bh); y++) {
+      for (let x = Math.max(0, bx); x < Math.min(image.width, bx + bw - shift); x++) {
+        const from = (y * image.width + x + shift) * 3;
+        out.pixels.set(image.pixels.subarray(from, from + 3), (y * image.width + x) * 3);
+      }
+    }
+  }
+  return out;
+}
+
 beforeAll(async () => {
   dir = await fs.mkdtemp(path.join(os.tmpdir(), "render-quality-"));
   await fs.mkdir(artifacts, { recursive: true });
@@ -186,20 +206,24 @@ describe("quality judge", () => {
     }
   }, 120_000);
 
-  it("fails a blurred box (sharpness) and a pasted rectangle (outside, seam or colour)", async () => {
+  it("fails a blurred box (sharpness), a pasted rectangle (outside, seam or colour) and a shifted face (misplaced)", async () => {
     for (const clip of clips.filter((c) => !c.options.occluder && !c.hand)) {
-      const blurred: RgbImage[] = [], pasted: RgbImage[] = [];
+      const blurred: RgbImage[] = [], pasted: RgbImage[] = [], shifted: RgbImage[] = [];
       for (const [i, image] of clip.frames.entries()) {
         const faces = FRAMES.includes(i) || FRAMES.includes(i - 1) ? await judge.faces(clip.frames[FRAMES.includes(i) ? i : i - 1]!) : [];
         blurred.push(blurredBoxes(image, faces));
         pasted.push(pastedRectangles(image, faces));
+        shifted.push(shiftedFaces(image, faces));
       }
       const blurScores = await judge.judge(clip.frames, blurred, FRAMES, path.join(artifacts, `${clip.name}-blurred.png`));
       const pasteScores = await judge.judge(clip.frames, pasted, FRAMES, path.join(artifacts, `${clip.name}-pasted.png`));
+      const shiftScores = await judge.judge(clip.frames, shifted, FRAMES, path.join(artifacts, `${clip.name}-shifted.png`));
       console.log(report(`${clip.name} blurred box`, blurScores));
       console.log(report(`${clip.name} pasted rectangle`, pasteScores));
+      console.log(report(`${clip.name} shifted face`, shiftScores));
       for (const score of blurScores) expect(failures(score, ["sharpness"]), report(clip.name, [score])).not.toEqual([]);
       for (const score of pasteScores) expect(failures(score, ["outside", "seam", "colourStep"]), report(clip.name, [score])).not.toEqual([]);
+      for (const score of shiftScores) expect(failures(score, ["misplaced"]), report(clip.name, [score])).not.toEqual([]);
     }
   }, 180_000);
 });
