@@ -10,10 +10,11 @@ type Tensor4D = import("@tensorflow/tfjs-core").Tensor4D;
  * its mouth. Human's own detector rotation is no answer: it turns the whole frame for each face (17 %
  * of a worker at 1080 px) and judges the tilt by the line from the mouth to between the eyes, which a
  * head turned to the side and looking down leans too: meshed turned so, the pan's left face's mesh
- * stopped short of its far cheek, and its make-up and lips showed past the new face. The eye line
- * stays level on a turned head. Read from unturned crops, where the model sees about half of a roll,
- * the pan's left face rolls by 0-3 degrees (10 on one frame), its middle and right ones by 14-23 and
- * the turned clip's faces by 14-19; turned until the reading settles, by 29 and 44, and 25 and 29.
+ * stopped short of its far cheek, and its make-up and lips showed past the new face. The lines
+ * across the face (see roll) stay level on a turned head. Read on the eye line from unturned crops,
+ * where the model sees about half of a roll, the pan's left face rolls by 0-3 degrees (10 on one
+ * frame), its middle and right ones by 14-23 and the turned clip's faces by 14-19; turned until the
+ * reading settles, by 29 and 44, and 25 and 29.
  */
 export const UPRIGHT_ROLL = (10 * Math.PI) / 180;
 
@@ -21,13 +22,21 @@ export const UPRIGHT_ROLL = (10 * Math.PI) / 180;
 const PASSES = 2;
 
 /**
- * The head's roll from the line through the eyes' outer corners (33 on the image's left, 263), in
- * Human's sense: the angle to turn the frame by (about the face) to bring the face upright.
+ * The head's roll, in Human's sense (the angle to turn the frame by, about the face, to bring it
+ * upright): the direction of the sum of the lines joining each mesh point to its mirror image
+ * (`mirror`, see mirrorPoints), each pointing to the image's right. Averaged so, it holds where
+ * something in front of one eye moves that eye's points.
  */
-export function roll(mesh: readonly Point[]): number {
-  const a = mesh[33], b = mesh[263];
-  if (!a || !b) return 0;
-  return Math.atan2(b[1] - a[1], b[0] - a[0]);
+export function roll(mesh: readonly Point[], mirror: Int32Array): number {
+  let dx = 0, dy = 0;
+  for (let i = 0; i < mesh.length; i++) {
+    const a = mesh[i], b = mesh[mirror[i]!];
+    if (!a || !b) continue;
+    const sign = b[0] >= a[0] ? 1 : -1;
+    dx += sign * (b[0] - a[0]);
+    dy += sign * (b[1] - a[1]);
+  }
+  return Math.atan2(dy, dx);
 }
 
 /**
@@ -43,6 +52,7 @@ export class UprightMesher {
 
   constructor(
     private readonly human: Human,
+    private readonly mirror: Int32Array,
     private readonly video: boolean,
   ) {}
 
@@ -56,13 +66,13 @@ export class UprightMesher {
     const seen: Array<{ box: readonly number[]; roll: number }> = [];
     for (const face of faces) {
       const known = this.previous.find((p) => iou(p.box, face.box) > 0.3);
-      let angle = known?.roll ?? roll(face.mesh);
+      let angle = known?.roll ?? roll(face.mesh, this.mirror);
       let mesh: Point[] | undefined;
       for (let pass = 0; pass < (known ? 1 : PASSES) && Math.abs(angle) > UPRIGHT_ROLL; pass++) {
         const turned = await this.meshTurned(frame, face, angle, minConfidence);
         if (!turned) break;
         mesh = turned;
-        angle = roll(turned);
+        angle = roll(turned, this.mirror);
       }
       found.push(mesh);
       seen.push({ box: face.box, roll: angle });

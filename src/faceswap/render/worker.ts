@@ -81,7 +81,7 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
       let finder = handFinders.get(request.job);
       if (!finder) handFinders.set(request.job, (finder = new HandFinder(human)));
       let upright = uprightMeshers.get(request.job);
-      if (!upright) uprightMeshers.set(request.job, (upright = new UprightMesher(human, true)));
+      if (!upright) uprightMeshers.set(request.job, (upright = new UprightMesher(human, mirror, true)));
       const found = async (tensor: Tensor, faces: FaceData[]) => {
         frame.hands = await finder.find(tensor, frame, faces.map((face) => face.box));
       };
@@ -107,7 +107,7 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
     }
     case "analyse": {
       const pixels = new Uint8Array(request.pixels);
-      return { value: await faces(pixels, request.width, request.height, { describe: true, video: false, upright: request.upright ? new UprightMesher(human, false) : undefined, minConfidence: request.minConfidence }) };
+      return { value: await faces(pixels, request.width, request.height, { describe: true, video: false, upright: request.upright ? new UprightMesher(human, mirror, false) : undefined, minConfidence: request.minConfidence }) };
     }
     case "similarities":
       return { value: request.candidates.map((candidate) => human.match.similarity(request.embedding, candidate)) };
