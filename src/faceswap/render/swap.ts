@@ -261,6 +261,8 @@ interface Patch {
   warped: Float32Array;
   /** 1 where a visible triangle of the target's own mesh covers the pixel (the warp drew it or filled it). */
   covered: Float32Array;
+  /** How far the source's texture drawn at each pixel can be trusted, 0..1 (see sourceTrust); 1 off the face. */
+  trusted: Float32Array;
 }
 
 /**
@@ -284,7 +286,7 @@ export function swapFace(
   const drawnMesh = reshape(target, neutral, source.mesh, style.reshape * frontal(target));
   const patch = warpTriangles(width, height, target, drawnMesh, depth, source, triangles, mirror);
   if (!patch) return;
-  const { x0, y0, w, h, faceSize, warped, covered } = patch;
+  const { x0, y0, w, h, faceSize, warped, covered, trusted } = patch;
   const n = w * h;
   const targetPatch = scratch("target", n * 3);
   for (let y = 0; y < h; y++) {
@@ -327,7 +329,8 @@ export function swapFace(
   // style's feather, each band of the pyramid over its own scale (see pyramidBlend).
   const support = featherMask(drawn, w, h, Math.max(1, SUPPORT_FEATHER * faceSize), "support");
   const weight = featherMask(inside, w, h, Math.max(1, style.feather * faceSize), "weight");
-  if (style.opacity < 1) for (let i = 0; i < n; i++) weight[i]! *= style.opacity;
+  const trust = featherMask(trusted, w, h, Math.max(1, style.feather * faceSize), "trustMask", TRUST_FADE);
+  for (let i = 0; i < n; i++) weight[i]! *= style.opacity * trust[i]!;
   const blended = scratch("blended", n * 3);
   blended.set(targetPatch);
   const hole = scratch("hole", n);
@@ -342,6 +345,14 @@ export function swapFace(
     }
   }
 }
+
+// The new face's share per pixel follows how far its texture there can be trusted (see sourceTrust),
+// smoothed: below TRUST_FADE[0] the target's own face shows, above TRUST_FADE[1] the new face wholly.
+// Where the source photo shows a part of the face foreshortened (the near cheek and temple of a head
+// turned the other way), stretching its few pixels over the target's wide cheek drew a soft grey smear
+// from the eye to the hair. There the target's own skin stays, under the new face's light and colour
+// (the blend's coarse bands), which carries no one's identity; the features the source shows well are drawn.
+const TRUST_FADE = [0.25, 0.75] as const;
 
 // Width of the blend's support's own fade, as a share of the face: about a pixel on small faces.
 const SUPPORT_FEATHER = 0.012;
@@ -408,6 +419,7 @@ function warpTriangles(
   if (w < 8 || h < 8) return undefined;
   const warped = scratch("warped", w * h * 3).fill(0);
   const covered = scratch("covered", w * h).fill(0);
+  const trusted = scratch("trusted", w * h).fill(1);
   const zTarget = scratch("zTarget", w * h).fill(Infinity);
   const zDrawn = scratch("zDrawn", w * h).fill(Infinity);
   const facing = facingSign(target, triangles);
@@ -469,6 +481,7 @@ function warpTriangles(
       }
       for (let ch = 0; ch < 3; ch++) weights[i * 4 + ch] = warped[o + ch]!;
       weights[i * 4 + 3] = weight;
+      trusted[i] = weight;
       covered[i] = 1;
     });
   }
@@ -485,7 +498,7 @@ function warpTriangles(
     covered[i] = 1;
     for (let ch = 0; ch < 3; ch++) warped[i * 3 + ch] = weights[i * 4 + ch]!;
   }
-  return { x0, y0, w, h, faceSize, warped, covered };
+  return { x0, y0, w, h, faceSize, warped, covered, trusted };
 }
 
 // A triangle the drawn face stretches this many times more, along its most stretched direction,
@@ -797,14 +810,14 @@ function sharpenLuma(rgb: Float32Array, w: number, h: number, amount: number, fe
 }
 
 /**
- * Opacity from the covered area: blurred twice, then only its inner half kept, so the face fades in
- * over `radius` pixels inside its outline and never bleeds outside it. Into scratch buffer `name`.
+ * Opacity from the covered area: blurred twice, then only its inner half kept (`fade`), so the face
+ * fades in over `radius` pixels inside its outline and never bleeds outside it. Into scratch buffer `name`.
  */
-function featherMask(covered: Float32Array, w: number, h: number, radius: number, name: string): Float32Array {
+function featherMask(covered: Float32Array, w: number, h: number, radius: number, name: string, fade: readonly [number, number] = [0.5, 1]): Float32Array {
   const once = boxBlur(covered, scratch("feather", covered.length), w, h, 1, radius);
   const blurred = boxBlur(once, scratch(name, covered.length), w, h, 1, radius);
   for (let i = 0; i < blurred.length; i++) {
-    const t = Math.min(1, Math.max(0, (blurred[i]! - 0.5) * 2));
+    const t = Math.min(1, Math.max(0, (blurred[i]! - fade[0]) / (fade[1] - fade[0])));
     blurred[i] = t * t * (3 - 2 * t);
   }
   return blurred;
