@@ -2,7 +2,7 @@ import type { StyleVersion } from "../../platform/db/schema.js";
 import { pyramidBlend } from "./blend.js";
 import { EYE_OPENINGS, targetEyes } from "./eyes.js";
 import { handMask, occlusion } from "./occlusion.js";
-import { boxBlur, fillPolygon, fromYCbCr, sampleCubic, toYCbCr, ycbcr } from "./pixels.js";
+import { boxBlur, fillPolygon, fromYCbCr, pointBounds, sampleCubic, toYCbCr, ycbcr } from "./pixels.js";
 import { pushPull } from "./push-pull.js";
 import { scratch } from "./scratch.js";
 import { fitSimilarity } from "./similarity.js";
@@ -447,7 +447,7 @@ function warpTriangles(
   // or inside its outline (at the silhouette the target's own triangles can turn away from the camera
   // where the reshaped ones still face it; leaving those out cut off the new face's jaw and cheeks).
   const outline = scratch("outline", w * h).fill(0);
-  fillPolygon(outline, w, h, grownOutline(target, OUTLINE_MARGIN), OVAL, x0, y0, 1);
+  fillPolygon(outline, w, h, grownPolygon(target, OVAL, OUTLINE_MARGIN), OVAL, x0, y0, 1);
   const weights = scratch("warpWeights", w * h * 4).fill(0);
   const { trust, mirrored, turned } = sourceTrust(drawnMesh, source.mesh, triangles, mirror);
   const other = scratch("mirrorSample", 3);
@@ -576,15 +576,15 @@ function stretchOf(drawnMesh: Float32Array, sourceMesh: Float32Array, a: number,
 // the jitter of the mesh's outline points between frames, so the edge does not cut into the new face.
 const OUTLINE_MARGIN = 0.05;
 
-/** A copy of `mesh` with the outline's points moved out from its centre by `margin` of their distance. */
-function grownOutline(mesh: Float32Array, margin: number): Float32Array {
+/** A copy of `mesh` with the points of `polygon` moved out from their centre by `margin` of their distance. */
+function grownPolygon(mesh: Float32Array, polygon: readonly number[], margin: number): Float32Array {
   let cx = 0, cy = 0;
-  for (const i of OVAL) {
-    cx += mesh[2 * i]! / OVAL.length;
-    cy += mesh[2 * i + 1]! / OVAL.length;
+  for (const i of polygon) {
+    cx += mesh[2 * i]! / polygon.length;
+    cy += mesh[2 * i + 1]! / polygon.length;
   }
   const out = Float32Array.from(mesh);
-  for (const i of OVAL) {
+  for (const i of polygon) {
     out[2 * i] = cx + (mesh[2 * i]! - cx) * (1 + margin);
     out[2 * i + 1] = cy + (mesh[2 * i + 1]! - cy) * (1 + margin);
   }
@@ -677,10 +677,48 @@ interface Level {
 // aliases its fine texture into noise, so each source keeps halvings to sample from instead.
 const pyramids = new WeakMap<SourceFace, Level[]>();
 
+// How far past the inner lips the source's mouth is filled, as a share of the polygon's size: the
+// mesh's inner lip points sit on the teeth's edge as often as on the lips'.
+const MOUTH_FILL_MARGIN = 0.25;
+
+/**
+ * The source photo with its mouth's inside (teeth, tongue, the dark between them) filled from the lips
+ * around it. The target's open mouth is always its own (see swapFace), so the source's is never drawn
+ * as such; but a smiling source's teeth lie at its lips' inner edges, and squeezed into a target's
+ * closed lips they drew a pale line across the new face's mouth.
+ */
+function withMouthFilled(source: SourceFace): Uint8Array {
+  const grown = grownPolygon(source.mesh, INNER_LIPS, MOUTH_FILL_MARGIN);
+  const { minX, minY, maxX, maxY } = pointBounds(gather(grown, INNER_LIPS));
+  const pad = Math.ceil(0.5 * (maxX - minX)) + 2;
+  const x0 = Math.max(0, Math.floor(minX) - pad), y0 = Math.max(0, Math.floor(minY) - pad);
+  const w = Math.min(source.width, Math.ceil(maxX) + pad) - x0, h = Math.min(source.height, Math.ceil(maxY) + pad) - y0;
+  if (w < 2 || h < 2) return source.pixels;
+  const inside = scratch("mouthFill", w * h).fill(0);
+  fillPolygon(inside, w, h, grown, INNER_LIPS, x0, y0, 1);
+  const values = scratch("mouthFillValues", w * h * 4);
+  for (let y = 0; y < h; y++) {
+    for (let x = 0; x < w; x++) {
+      const i = y * w + x, p = ((y0 + y) * source.width + x0 + x) * 3;
+      for (let c = 0; c < 3; c++) values[i * 4 + c] = inside[i] === 1 ? 0 : source.pixels[p + c]!;
+      values[i * 4 + 3] = 1 - inside[i]!;
+    }
+  }
+  pushPull(values, w, h);
+  const pixels = Uint8Array.from(source.pixels);
+  for (let y = 0; y < h; y++) {
+    for (let x = 0; x < w; x++) {
+      const i = y * w + x, p = ((y0 + y) * source.width + x0 + x) * 3;
+      for (let c = 0; c < 3; c++) pixels[p + c] = Math.round(values[i * 4 + c]!);
+    }
+  }
+  return pixels;
+}
+
 function pyramid(source: SourceFace): Level[] {
   let levels = pyramids.get(source);
   if (levels) return levels;
-  levels = [{ pixels: source.pixels, width: source.width, height: source.height }];
+  levels = [{ pixels: withMouthFilled(source), width: source.width, height: source.height }];
   for (let top = levels[0]!; top.width >= 32 && top.height >= 32; top = levels.at(-1)!) {
     const width = top.width >> 1, height = top.height >> 1;
     const pixels = new Uint8Array(width * height * 3);
