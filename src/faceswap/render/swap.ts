@@ -680,6 +680,9 @@ const pyramids = new WeakMap<SourceFace, Level[]>();
 // How far past the inner lips the source's mouth is filled, as a share of the polygon's size: the
 // mesh's inner lip points sit on the teeth's edge as often as on the lips'.
 const MOUTH_FILL_MARGIN = 0.25;
+// The fill is the lips' colour this much darker: squeezed between a target's closed lips it is the dark
+// line where they meet.
+const MOUTH_SHADE = 0.75;
 
 /**
  * The source photo with its mouth's inside (teeth, tongue, the dark between them) filled from the lips
@@ -705,11 +708,13 @@ function withMouthFilled(source: SourceFace): Uint8Array {
     }
   }
   pushPull(values, w, h);
+  const soft = boxBlur(boxBlur(inside, scratch("mouthFillSoft1", w * h), w, h, 1, 1), scratch("mouthFillSoft", w * h), w, h, 1, 1);
   const pixels = Uint8Array.from(source.pixels);
   for (let y = 0; y < h; y++) {
     for (let x = 0; x < w; x++) {
       const i = y * w + x, p = ((y0 + y) * source.width + x0 + x) * 3;
-      for (let c = 0; c < 3; c++) pixels[p + c] = Math.round(values[i * 4 + c]!);
+      const shade = 1 - (1 - MOUTH_SHADE) * soft[i]!;
+      for (let c = 0; c < 3; c++) pixels[p + c] = Math.round(shade * values[i * 4 + c]!);
     }
   }
   return pixels;
