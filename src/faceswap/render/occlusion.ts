@@ -82,19 +82,24 @@ function keepOccluders(off: Float32Array, covered: Float32Array, keep: Float32Ar
 }
 
 /**
- * Mean and spread in YCbCr of the pixels of `target` (rgb floats, `n` pixels) that `include` picks,
- * those past `trim` spreads left out in each of `rounds` - 1 further rounds; nothing when fewer than 32
- * pixels are left to tell.
+ * Mean and spread in YCbCr of the pixels of `target` (rgb floats, `n` pixels) that `include` picks:
+ * first their median and median absolute deviation, then in each of `rounds` - 1 further rounds the
+ * mean and standard deviation of those within `trim` spreads. Nothing when fewer than 32 pixels are
+ * left to tell. A mean and deviation from the start were pulled by whatever covers much of the face:
+ * a block over a quarter of it widened the "skin" to take the block in, and the new face was drawn
+ * over it.
  */
 function colourModel(target: Float32Array, n: number, include: (i: number) => boolean, rounds: number, trim: number): { mean: number[]; spread: number[] } | undefined {
-  const mean = [0, 0, 0], spread = [Infinity, Infinity, Infinity];
-  for (let round = 0; round < rounds; round++) {
+  const start = medianModel(target, n, include);
+  if (!start) return undefined;
+  const { mean, spread } = start;
+  for (let round = 1; round < rounds; round++) {
     const sum = [0, 0, 0], sq = [0, 0, 0];
     let count = 0;
     for (let i = 0; i < n; i++) {
       if (!include(i)) continue;
       toYCbCr(target, i * 3);
-      if (round > 0 && !skinLike(mean, spread, trim)) continue;
+      if (!skinLike(mean, spread, trim)) continue;
       for (let c = 0; c < 3; c++) {
         sum[c]! += ycbcr[c]!;
         sq[c]! += ycbcr[c]! ** 2;
@@ -104,10 +109,52 @@ function colourModel(target: Float32Array, n: number, include: (i: number) => bo
     if (count < 32) return undefined;
     for (let c = 0; c < 3; c++) {
       mean[c] = sum[c]! / count;
-      spread[c] = Math.sqrt(Math.max(4, sq[c]! / count - mean[c]! ** 2));
+      spread[c] = Math.sqrt(Math.max(MIN_SPREAD ** 2, sq[c]! / count - mean[c]! ** 2));
     }
   }
   return { mean, spread };
+}
+
+// The smallest spread a colour model takes (YCbCr units): a flat patch of skin still varies this much
+// frame to frame under the codec.
+const MIN_SPREAD = 2;
+// Histogram bins per YCbCr unit, over -HALF_RANGE..HALF_RANGE (luma is moved down by 128 into it).
+const BINS_PER_UNIT = 2, HALF_RANGE = 128, BINS = 2 * HALF_RANGE * BINS_PER_UNIT;
+// A normal distribution's standard deviation is this many times its median absolute deviation.
+const MAD_TO_SD = 1.4826;
+
+/** Median and scaled median absolute deviation per YCbCr channel of the picked pixels (histograms of half units). */
+function medianModel(target: Float32Array, n: number, include: (i: number) => boolean): { mean: number[]; spread: number[] } | undefined {
+  const histogram = scratch("colourHistogram", 3 * BINS).fill(0);
+  const bin = (c: number, value: number) => c * BINS + Math.min(BINS - 1, Math.max(0, Math.floor((value + HALF_RANGE) * BINS_PER_UNIT)));
+  const offset = [-HALF_RANGE, 0, 0];
+  let count = 0;
+  for (let i = 0; i < n; i++) {
+    if (!include(i)) continue;
+    toYCbCr(target, i * 3);
+    for (let c = 0; c < 3; c++) histogram[bin(c, ycbcr[c]! + offset[c]!)]!++;
+    count++;
+  }
+  if (count < 32) return undefined;
+  const median = [0, 1, 2].map((c) => binMiddle(histogram, c, count) - offset[c]!);
+  histogram.fill(0);
+  for (let i = 0; i < n; i++) {
+    if (!include(i)) continue;
+    toYCbCr(target, i * 3);
+    for (let c = 0; c < 3; c++) histogram[bin(c, Math.abs(ycbcr[c]! - median[c]!))]!++;
+  }
+  const spread = [0, 1, 2].map((c) => Math.max(MIN_SPREAD, MAD_TO_SD * binMiddle(histogram, c, count)));
+  return { mean: median, spread };
+}
+
+/** The value at the middle of channel `c`'s histogram of `count` values (the centre of the bin holding it). */
+function binMiddle(histogram: Float32Array, c: number, count: number): number {
+  let seen = 0;
+  for (let b = 0; b < BINS; b++) {
+    seen += histogram[c * BINS + b]!;
+    if (seen * 2 >= count) return (b + 0.5) / BINS_PER_UNIT - HALF_RANGE;
+  }
+  return HALF_RANGE;
 }
 
 /** Whether the colour in `ycbcr` lies within `k` spreads of the skin model (chroma, and luma at twice that). */

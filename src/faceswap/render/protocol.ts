@@ -30,8 +30,11 @@ export type WorkerRequest =
   | { type: "describe"; id: number; job: number; frame: number }
   /** Draws the targets onto a held frame and hands it back. */
   | { type: "finish"; id: number; job: number; frame: number; targets: SwapTarget[]; style: StyleParams }
-  /** Faces with embeddings in a still image (source faces, face detection). */
-  | { type: "analyse"; id: number; pixels: ArrayBuffer; width: number; height: number; minConfidence: number }
+  /**
+   * Faces with embeddings in a still image (source faces, face detection); `upright`: rolled heads
+   * meshed again from crops turned upright (see UprightMesher); embeddings stay unturned.
+   */
+  | { type: "analyse"; id: number; pixels: ArrayBuffer; width: number; height: number; minConfidence: number; upright: boolean }
   | { type: "similarities"; id: number; embedding: number[]; candidates: number[][] }
   | { type: "sources"; id: number; job: number; sources: SourceFace[] }
   /** Drops what the worker holds for a job (frames of a cancelled render, its sources). */

@@ -1,7 +1,8 @@
 import type { StyleVersion } from "../../platform/db/schema.js";
 import { pyramidBlend } from "./blend.js";
+import { EYE_OPENINGS, targetEyes } from "./eyes.js";
 import { handMask, occlusion } from "./occlusion.js";
-import { boxBlur, fillPolygon, fromYCbCr, toYCbCr, ycbcr } from "./pixels.js";
+import { boxBlur, fillPolygon, fromYCbCr, pointBounds, sampleCubic, toYCbCr, ycbcr } from "./pixels.js";
 import { pushPull } from "./push-pull.js";
 import { scratch } from "./scratch.js";
 import { fitSimilarity } from "./similarity.js";
@@ -44,7 +45,8 @@ export interface StyleParams {
 /**
  * Both styles draw the new face through the target's own mesh (front-facing triangles only, nearest
  * first, never past its visible outline, the source sampled bicubically), keep the target's open
- * mouth and whatever covers the face (pixels far from its skin colour), relight the new face with the
+ * mouth, the target's eye openings (see targetEyes) and whatever covers the face (pixels far from its
+ * skin colour), relight the new face with the
  * target's low-frequency light and colour (the target's low band under the new face's high band; on
  * skin only a little of the source's finer chroma and none of its specular highlights stay, so a
  * coloured light on the source photo does not), and lay it on with a multi-band (Laplacian pyramid)
@@ -224,10 +226,6 @@ function gather(mesh: Float32Array, indices: readonly number[]): Float32Array {
 // Polygons on the mesh (MediaPipe indices, in order around each): the inner lips, where the target's
 // open mouth (teeth, tongue) stays; the eye openings, outer lips and brows, which are not skin-coloured
 // but are never taken for something in front of the face (see `occlusion`).
-const EYE_OPENINGS = [
-  [33, 7, 163, 144, 145, 153, 154, 155, 133, 173, 157, 158, 159, 160, 161, 246],
-  [263, 249, 390, 373, 374, 380, 381, 382, 362, 398, 384, 385, 386, 387, 388, 466],
-];
 const INNER_LIPS = [78, 191, 80, 81, 82, 13, 312, 311, 310, 415, 308, 324, 318, 402, 317, 14, 87, 178, 88, 95];
 const OUTER_LIPS = [61, 185, 40, 39, 37, 0, 267, 269, 270, 409, 291, 375, 321, 405, 314, 17, 84, 181, 91, 146];
 const BROWS = [
@@ -263,6 +261,8 @@ interface Patch {
   warped: Float32Array;
   /** 1 where a visible triangle of the target's own mesh covers the pixel (the warp drew it or filled it). */
   covered: Float32Array;
+  /** How far the source's texture drawn at each pixel can be trusted, 0..1 (see sourceTrust); 1 off the face. */
+  trusted: Float32Array;
 }
 
 /**
@@ -279,13 +279,14 @@ export function swapFace(
   neutral: Float32Array,
   source: SourceFace,
   triangles: ArrayLike<number>,
+  mirror: Int32Array,
   style: StyleParams,
   hands: readonly Float32Array[] = [],
 ): void {
   const drawnMesh = reshape(target, neutral, source.mesh, style.reshape * frontal(target));
-  const patch = warpTriangles(width, height, target, drawnMesh, depth, source, triangles);
+  const patch = warpTriangles(width, height, target, drawnMesh, depth, source, triangles, mirror);
   if (!patch) return;
-  const { x0, y0, w, h, faceSize, warped, covered } = patch;
+  const { x0, y0, w, h, faceSize, warped, covered, trusted } = patch;
   const n = w * h;
   const targetPatch = scratch("target", n * 3);
   for (let y = 0; y < h; y++) {
@@ -323,11 +324,13 @@ export function swapFace(
   relight(warped, targetPatch, covered, sourceSkin, targetSkin, w, h, style, Math.max(1, style.lightRadius * faceSize));
   if (style.sharpen > 0) sharpenLuma(warped, w, h, style.sharpen, drawnFeatures);
   if (style.keepTexture > 0) addDetail(warped, targetPatch, w, h, style.keepTexture, Math.max(1, faceSize / 80));
+  targetEyes(warped, frame, width, height, target, drawnMesh, place);
   // The blend's support ends a pixel or two inside the visible face; its mask fades in over the
   // style's feather, each band of the pyramid over its own scale (see pyramidBlend).
   const support = featherMask(drawn, w, h, Math.max(1, SUPPORT_FEATHER * faceSize), "support");
   const weight = featherMask(inside, w, h, Math.max(1, style.feather * faceSize), "weight");
-  if (style.opacity < 1) for (let i = 0; i < n; i++) weight[i]! *= style.opacity;
+  const trust = featherMask(trusted, w, h, Math.max(1, style.feather * faceSize), "trustMask", TRUST_FADE);
+  for (let i = 0; i < n; i++) weight[i]! *= style.opacity * trust[i]!;
   const blended = scratch("blended", n * 3);
   blended.set(targetPatch);
   const hole = scratch("hole", n);
@@ -342,6 +345,14 @@ export function swapFace(
     }
   }
 }
+
+// The new face's share per pixel follows how far its texture there can be trusted (see sourceTrust),
+// smoothed: below TRUST_FADE[0] the target's own face shows, above TRUST_FADE[1] the new face wholly.
+// Where the source photo shows a part of the face foreshortened (the near cheek and temple of a head
+// turned the other way), stretching its few pixels over the target's wide cheek drew a soft grey smear
+// from the eye to the hair. There the target's own skin stays, under the new face's light and colour
+// (the blend's coarse bands), which carries no one's identity; the features the source shows well are drawn.
+const TRUST_FADE = [0.25, 0.75] as const;
 
 // Width of the blend's support's own fade, as a share of the face: about a pixel on small faces.
 const SUPPORT_FEATHER = 0.012;
@@ -388,6 +399,7 @@ function warpTriangles(
   depth: Float32Array,
   source: SourceFace,
   triangles: ArrayLike<number>,
+  mirror: Int32Array,
 ): Patch | undefined {
   let minX = Infinity, minY = Infinity, maxX = -Infinity, maxY = -Infinity;
   for (let i = 0; i < target.length; i += 2) {
@@ -407,6 +419,7 @@ function warpTriangles(
   if (w < 8 || h < 8) return undefined;
   const warped = scratch("warped", w * h * 3).fill(0);
   const covered = scratch("covered", w * h).fill(0);
+  const trusted = scratch("trusted", w * h).fill(1);
   const zTarget = scratch("zTarget", w * h).fill(Infinity);
   const zDrawn = scratch("zDrawn", w * h).fill(Infinity);
   const facing = facingSign(target, triangles);
@@ -434,26 +447,41 @@ function warpTriangles(
   // or inside its outline (at the silhouette the target's own triangles can turn away from the camera
   // where the reshaped ones still face it; leaving those out cut off the new face's jaw and cheeks).
   const outline = scratch("outline", w * h).fill(0);
-  fillPolygon(outline, w, h, grownOutline(target, OUTLINE_MARGIN), OVAL, x0, y0, 1);
+  fillPolygon(outline, w, h, grownPolygon(target, OVAL, OUTLINE_MARGIN), OVAL, x0, y0, 1);
   const weights = scratch("warpWeights", w * h * 4).fill(0);
-  const trust = sourceTrust(drawnMesh, source.mesh, triangles);
+  const { trust, mirrored, turned } = sourceTrust(drawnMesh, source.mesh, triangles, mirror);
+  const other = scratch("mirrorSample", 3);
   for (let t = 0; t + 2 < triangles.length; t += 3) {
     const a = triangles[t]!, b = triangles[t + 1]!, c = triangles[t + 2]!;
-    // A triangle turned over between the source and the drawn mesh is seen from its other side.
-    if (signedArea(drawnMesh, a, b, c) * signedArea(source.mesh, a, b, c) <= 0) continue;
     const weight = trust[t / 3]!;
+    if (weight === 0) continue;
     const sax = sampled[2 * a]! * unit, say = sampled[2 * a + 1]! * unit;
     const sbx = sampled[2 * b]! * unit, sby = sampled[2 * b + 1]! * unit;
     const scx = sampled[2 * c]! * unit, scy = sampled[2 * c + 1]! * unit;
+    const [ma, mb, mc] = [mirror[a]!, mirror[b]!, mirror[c]!];
+    const max = sampled[2 * ma]! * unit, may = sampled[2 * ma + 1]! * unit;
+    const mbx = sampled[2 * mb]! * unit, mby = sampled[2 * mb + 1]! * unit;
+    const mcx = sampled[2 * mc]! * unit, mcy = sampled[2 * mc + 1]! * unit;
+    const [va, vb, vc] = turned[t / 3] === 1 ? [1, 1, 1] : [mirrored[a]!, mirrored[b]!, mirrored[c]!];
     rasterise(drawnMesh, depth, a, b, c, x0, y0, w, h, (i, z, wa, wb, wc) => {
       if ((zTarget[i] === Infinity && outline[i] === 0) || z >= zDrawn[i]!) return;
       zDrawn[i] = z;
-      const sx = Math.min(sw - 1.001, Math.max(0, wa * sax + wb * sbx + wc * scx - 0.5));
-      const sy = Math.min(sh - 1.001, Math.max(0, wa * say + wb * sby + wc * scy - 0.5));
       const o = i * 3;
-      sampleCubic(src, sw, sh, sx, sy, warped, o);
+      const share = wa * va + wb * vb + wc * vc;
+      if (share < 1) {
+        const sx = Math.min(sw - 1.001, Math.max(0, wa * sax + wb * sbx + wc * scx - 0.5));
+        const sy = Math.min(sh - 1.001, Math.max(0, wa * say + wb * sby + wc * scy - 0.5));
+        sampleCubic(src, sw, sh, sx, sy, warped, o);
+      }
+      if (share > 0) {
+        const sx = Math.min(sw - 1.001, Math.max(0, wa * max + wb * mbx + wc * mcx - 0.5));
+        const sy = Math.min(sh - 1.001, Math.max(0, wa * may + wb * mby + wc * mcy - 0.5));
+        sampleCubic(src, sw, sh, sx, sy, other, 0);
+        for (let ch = 0; ch < 3; ch++) warped[o + ch] = share >= 1 ? other[ch]! : warped[o + ch]! + share * (other[ch]! - warped[o + ch]!);
+      }
       for (let ch = 0; ch < 3; ch++) weights[i * 4 + ch] = warped[o + ch]!;
       weights[i * 4 + 3] = weight;
+      trusted[i] = weight;
       covered[i] = 1;
     });
   }
@@ -470,47 +498,7 @@ function warpTriangles(
     covered[i] = 1;
     for (let ch = 0; ch < 3; ch++) warped[i * 3 + ch] = weights[i * 4 + ch]!;
   }
-  return { x0, y0, w, h, faceSize, warped, covered };
-}
-
-const cubicX = new Float32Array(4), cubicY = new Float32Array(4);
-
-/** Catmull-Rom weights of the 4 samples around a point at `t` (0..1) past the second. */
-function cubicWeights(t: number, out: Float32Array): void {
-  const t2 = t * t, t3 = t2 * t;
-  out[0] = 0.5 * (-t3 + 2 * t2 - t);
-  out[1] = 0.5 * (3 * t3 - 5 * t2 + 2);
-  out[2] = 0.5 * (-3 * t3 + 4 * t2 + t);
-  out[3] = 0.5 * (t3 - t2);
-}
-
-/**
- * The rgb24 image `src` at (sx, sy) by Catmull-Rom interpolation (edges clamped) into `out` at `o`:
- * bilinear sampling halves the contrast of detail a pixel wide wherever a sample falls between
- * texels, and the new face came out softer than the frame around it.
- */
-function sampleCubic(src: Uint8Array, sw: number, sh: number, sx: number, sy: number, out: Float32Array, o: number): void {
-  const ix = Math.floor(sx), iy = Math.floor(sy);
-  cubicWeights(sx - ix, cubicX);
-  cubicWeights(sy - iy, cubicY);
-  let r = 0, g = 0, b = 0;
-  for (let j = 0; j < 4; j++) {
-    const y = Math.min(sh - 1, Math.max(0, iy - 1 + j));
-    let rr = 0, gg = 0, bb = 0;
-    for (let k = 0; k < 4; k++) {
-      const p = (y * sw + Math.min(sw - 1, Math.max(0, ix - 1 + k))) * 3, wk = cubicX[k]!;
-      rr += src[p]! * wk;
-      gg += src[p + 1]! * wk;
-      bb += src[p + 2]! * wk;
-    }
-    const wj = cubicY[j]!;
-    r += rr * wj;
-    g += gg * wj;
-    b += bb * wj;
-  }
-  out[o] = r;
-  out[o + 1] = g;
-  out[o + 2] = b;
+  return { x0, y0, w, h, faceSize, warped, covered, trusted };
 }
 
 // A triangle the drawn face stretches this many times more, along its most stretched direction,
@@ -518,52 +506,85 @@ function sampleCubic(src: Uint8Array, sw: number, sh: number, sx: number, sy: nu
 // way): its texture stretched that far smears (the lashes at the eye's outer corner become dark
 // streaks toward the temple). From STRETCH[0] its weight falls, to nearly 0 at STRETCH[1].
 const STRETCH = [1.2, 2.2] as const;
+// A triangle whose mirror image on the other side of the source's face is stretched this many times
+// less takes its texture from there: from MIRROR[0] partly, from MIRROR[1] wholly.
+const MIRROR = [1.25, 1.8] as const;
 
-/** Per triangle, how far to trust the source's texture (1 = fully), from how far it is stretched (see STRETCH). */
-function sourceTrust(drawnMesh: Float32Array, sourceMesh: Float32Array, triangles: ArrayLike<number>): Float32Array {
+/**
+ * Per triangle, where its texture comes from and how far to trust it. The source photo shows one side
+ * of a turned head foreshortened, and the drawn face (the target's head turned the other way) needs
+ * that side wide: stretched, its texture smeared (hair at the temple became a dark streak from the eye
+ * to the hairline). The mesh's mirror image (`mirror`, see mirrorPoints) of such a triangle lies on
+ * the side the source shows well, so the texture comes from there instead (`mirrored`, 0..1, per
+ * point, so neighbouring triangles blend without a step), as it does for a triangle the source shows
+ * from behind. `trust` (1 = fully) falls with the stretch of what is sampled (see STRETCH).
+ */
+function sourceTrust(
+  drawnMesh: Float32Array,
+  sourceMesh: Float32Array,
+  triangles: ArrayLike<number>,
+  mirror: Int32Array,
+): { trust: Float32Array; mirrored: Float32Array; turned: Float32Array } {
   const count = Math.floor(triangles.length / 3);
-  const stretch = scratch("stretch", count);
+  const own = scratch("stretch", count), other = scratch("stretchMirror", count);
   const sorted = scratch("stretchSorted", count);
   let m = 0;
   for (let t = 0; t < count; t++) {
     const a = triangles[3 * t]!, b = triangles[3 * t + 1]!, c = triangles[3 * t + 2]!;
-    // The affine map from the source's triangle to the drawn one, A = F E^-1: its largest singular value.
-    const e1x = sourceMesh[2 * b]! - sourceMesh[2 * a]!, e1y = sourceMesh[2 * b + 1]! - sourceMesh[2 * a + 1]!;
-    const e2x = sourceMesh[2 * c]! - sourceMesh[2 * a]!, e2y = sourceMesh[2 * c + 1]! - sourceMesh[2 * a + 1]!;
-    const f1x = drawnMesh[2 * b]! - drawnMesh[2 * a]!, f1y = drawnMesh[2 * b + 1]! - drawnMesh[2 * a + 1]!;
-    const f2x = drawnMesh[2 * c]! - drawnMesh[2 * a]!, f2y = drawnMesh[2 * c + 1]! - drawnMesh[2 * a + 1]!;
-    const det = e1x * e2y - e2x * e1y;
-    if (Math.abs(det) < 1e-6) {
-      stretch[t] = Infinity;
-      continue;
-    }
-    const p = (f1x * e2y - f2x * e1y) / det, q = (f2x * e1x - f1x * e2x) / det;
-    const r = (f1y * e2y - f2y * e1y) / det, u = (f2y * e1x - f1y * e2x) / det;
-    const sum = p * p + q * q + r * r + u * u, area = p * u - q * r;
-    stretch[t] = Math.sqrt((sum + Math.sqrt(Math.max(0, sum * sum - 4 * area * area))) / 2);
-    sorted[m++] = stretch[t]!;
+    const drawnSide = signedArea(drawnMesh, a, b, c);
+    // A triangle turned over between the source and the drawn mesh is seen from its other side; its
+    // mirror image, seen from the front, is turned over.
+    own[t] = drawnSide * signedArea(sourceMesh, a, b, c) > 0 ? stretchOf(drawnMesh, sourceMesh, a, b, c, a, b, c) : Infinity;
+    const [ma, mb, mc] = [mirror[a]!, mirror[b]!, mirror[c]!];
+    other[t] = drawnSide * signedArea(sourceMesh, ma, mb, mc) < 0 ? stretchOf(drawnMesh, sourceMesh, a, b, c, ma, mb, mc) : Infinity;
+    if (own[t]! < Infinity) sorted[m++] = own[t]!;
   }
   const median = m > 0 ? sorted.subarray(0, m).sort()[m >> 1]! : 1;
+  const trustOf = (stretch: number) => Math.min(1, Math.max(0.02, (STRETCH[1] - stretch / median) / (STRETCH[1] - STRETCH[0])));
+  const trust = scratch("trust", count), turned = scratch("turnedOver", count);
+  const mirrored = scratch("mirrored", mirror.length).fill(0), touching = scratch("mirroredCount", mirror.length).fill(0);
   for (let t = 0; t < count; t++) {
-    const relative = stretch[t]! / median;
-    stretch[t] = Math.min(1, Math.max(0.02, (STRETCH[1] - relative) / (STRETCH[1] - STRETCH[0])));
+    const ratio = own[t]! / other[t]!;
+    turned[t] = own[t] === Infinity ? 1 : 0;
+    const share = other[t] === Infinity ? 0 : own[t] === Infinity ? 1 : Math.min(1, Math.max(0, Math.log(ratio / MIRROR[0]) / Math.log(MIRROR[1] / MIRROR[0])));
+    trust[t] = own[t] === Infinity && other[t] === Infinity ? 0 : (1 - share) * (own[t] === Infinity ? 0 : trustOf(own[t]!)) + share * trustOf(other[t]!);
+    for (let k = 0; k < 3; k++) {
+      const v = triangles[3 * t + k]!;
+      mirrored[v]! += share;
+      touching[v]!++;
+    }
   }
-  return stretch;
+  for (let v = 0; v < mirrored.length; v++) if (touching[v]! > 0) mirrored[v]! /= touching[v]!;
+  return { trust, mirrored, turned };
+}
+
+/** Largest singular value of the affine map from the source's triangle (sa, sb, sc) to the drawn (a, b, c): A = F E^-1. */
+function stretchOf(drawnMesh: Float32Array, sourceMesh: Float32Array, a: number, b: number, c: number, sa: number, sb: number, sc: number): number {
+  const e1x = sourceMesh[2 * sb]! - sourceMesh[2 * sa]!, e1y = sourceMesh[2 * sb + 1]! - sourceMesh[2 * sa + 1]!;
+  const e2x = sourceMesh[2 * sc]! - sourceMesh[2 * sa]!, e2y = sourceMesh[2 * sc + 1]! - sourceMesh[2 * sa + 1]!;
+  const f1x = drawnMesh[2 * b]! - drawnMesh[2 * a]!, f1y = drawnMesh[2 * b + 1]! - drawnMesh[2 * a + 1]!;
+  const f2x = drawnMesh[2 * c]! - drawnMesh[2 * a]!, f2y = drawnMesh[2 * c + 1]! - drawnMesh[2 * a + 1]!;
+  const det = e1x * e2y - e2x * e1y;
+  if (Math.abs(det) < 1e-6) return Infinity;
+  const p = (f1x * e2y - f2x * e1y) / det, q = (f2x * e1x - f1x * e2x) / det;
+  const r = (f1y * e2y - f2y * e1y) / det, u = (f2y * e1x - f1y * e2x) / det;
+  const sum = p * p + q * q + r * r + u * u, area = p * u - q * r;
+  return Math.sqrt((sum + Math.sqrt(Math.max(0, sum * sum - 4 * area * area))) / 2);
 }
 
 // How far past the target's outline the new face may reach, as a share of the outline's size: about
 // the jitter of the mesh's outline points between frames, so the edge does not cut into the new face.
 const OUTLINE_MARGIN = 0.05;
 
-/** A copy of `mesh` with the outline's points moved out from its centre by `margin` of their distance. */
-function grownOutline(mesh: Float32Array, margin: number): Float32Array {
+/** A copy of `mesh` with the points of `polygon` moved out from their centre by `margin` of their distance. */
+function grownPolygon(mesh: Float32Array, polygon: readonly number[], margin: number): Float32Array {
   let cx = 0, cy = 0;
-  for (const i of OVAL) {
-    cx += mesh[2 * i]! / OVAL.length;
-    cy += mesh[2 * i + 1]! / OVAL.length;
+  for (const i of polygon) {
+    cx += mesh[2 * i]! / polygon.length;
+    cy += mesh[2 * i + 1]! / polygon.length;
   }
   const out = Float32Array.from(mesh);
-  for (const i of OVAL) {
+  for (const i of polygon) {
     out[2 * i] = cx + (mesh[2 * i]! - cx) * (1 + margin);
     out[2 * i + 1] = cy + (mesh[2 * i + 1]! - cy) * (1 + margin);
   }
@@ -656,10 +677,53 @@ interface Level {
 // aliases its fine texture into noise, so each source keeps halvings to sample from instead.
 const pyramids = new WeakMap<SourceFace, Level[]>();
 
+// How far past the inner lips the source's mouth is filled, as a share of the polygon's size: the
+// mesh's inner lip points sit on the teeth's edge as often as on the lips'.
+const MOUTH_FILL_MARGIN = 0.25;
+// The fill is the lips' colour this much darker: squeezed between a target's closed lips it is the dark
+// line where they meet.
+const MOUTH_SHADE = 0.75;
+
+/**
+ * The source photo with its mouth's inside (teeth, tongue, the dark between them) filled from the lips
+ * around it. The target's open mouth is always its own (see swapFace), so the source's is never drawn
+ * as such; but a smiling source's teeth lie at its lips' inner edges, and squeezed into a target's
+ * closed lips they drew a pale line across the new face's mouth.
+ */
+function withMouthFilled(source: SourceFace): Uint8Array {
+  const grown = grownPolygon(source.mesh, INNER_LIPS, MOUTH_FILL_MARGIN);
+  const { minX, minY, maxX, maxY } = pointBounds(gather(grown, INNER_LIPS));
+  const pad = Math.ceil(0.5 * (maxX - minX)) + 2;
+  const x0 = Math.max(0, Math.floor(minX) - pad), y0 = Math.max(0, Math.floor(minY) - pad);
+  const w = Math.min(source.width, Math.ceil(maxX) + pad) - x0, h = Math.min(source.height, Math.ceil(maxY) + pad) - y0;
+  if (w < 2 || h < 2) return source.pixels;
+  const inside = scratch("mouthFill", w * h).fill(0);
+  fillPolygon(inside, w, h, grown, INNER_LIPS, x0, y0, 1);
+  const values = scratch("mouthFillValues", w * h * 4);
+  for (let y = 0; y < h; y++) {
+    for (let x = 0; x < w; x++) {
+      const i = y * w + x, p = ((y0 + y) * source.width + x0 + x) * 3;
+      for (let c = 0; c < 3; c++) values[i * 4 + c] = inside[i] === 1 ? 0 : source.pixels[p + c]!;
+      values[i * 4 + 3] = 1 - inside[i]!;
+    }
+  }
+  pushPull(values, w, h);
+  const soft = boxBlur(boxBlur(inside, scratch("mouthFillSoft1", w * h), w, h, 1, 1), scratch("mouthFillSoft", w * h), w, h, 1, 1);
+  const pixels = Uint8Array.from(source.pixels);
+  for (let y = 0; y < h; y++) {
+    for (let x = 0; x < w; x++) {
+      const i = y * w + x, p = ((y0 + y) * source.width + x0 + x) * 3;
+      const shade = 1 - (1 - MOUTH_SHADE) * soft[i]!;
+      for (let c = 0; c < 3; c++) pixels[p + c] = Math.round(shade * values[i * 4 + c]!);
+    }
+  }
+  return pixels;
+}
+
 function pyramid(source: SourceFace): Level[] {
   let levels = pyramids.get(source);
   if (levels) return levels;
-  levels = [{ pixels: source.pixels, width: source.width, height: source.height }];
+  levels = [{ pixels: withMouthFilled(source), width: source.width, height: source.height }];
   for (let top = levels[0]!; top.width >= 32 && top.height >= 32; top = levels.at(-1)!) {
     const width = top.width >> 1, height = top.height >> 1;
     const pixels = new Uint8Array(width * height * 3);
@@ -789,14 +853,14 @@ function sharpenLuma(rgb: Float32Array, w: number, h: number, amount: number, fe
 }
 
 /**
- * Opacity from the covered area: blurred twice, then only its inner half kept, so the face fades in
- * over `radius` pixels inside its outline and never bleeds outside it. Into scratch buffer `name`.
+ * Opacity from the covered area: blurred twice, then only its inner half kept (`fade`), so the face
+ * fades in over `radius` pixels inside its outline and never bleeds outside it. Into scratch buffer `name`.
  */
-function featherMask(covered: Float32Array, w: number, h: number, radius: number, name: string): Float32Array {
+function featherMask(covered: Float32Array, w: number, h: number, radius: number, name: string, fade: readonly [number, number] = [0.5, 1]): Float32Array {
   const once = boxBlur(covered, scratch("feather", covered.length), w, h, 1, radius);
   const blurred = boxBlur(once, scratch(name, covered.length), w, h, 1, radius);
   for (let i = 0; i < blurred.length; i++) {
-    const t = Math.min(1, Math.max(0, (blurred[i]! - 0.5) * 2));
+    const t = Math.min(1, Math.max(0, (blurred[i]! - fade[0]) / (fade[1] - fade[0])));
     blurred[i] = t * t * (3 - 2 * t);
   }
   return blurred;

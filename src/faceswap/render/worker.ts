@@ -3,7 +3,9 @@ import type { Config, FaceResult, Tensor } from "@vladmandic/human";
 import { HandFinder } from "./hands.js";
 import { loadHuman } from "./human.js";
 import type { FaceData, WorkerReply, WorkerRequest } from "./protocol.js";
+import { mirrorPoints } from "./mirror.js";
 import { swapFace, type SourceFace } from "./swap.js";
+import { UprightMesher } from "./upright.js";
 
 /**
  * One render worker: its own Human instance (tfjs WASM is single-threaded, so one per core) that
@@ -11,16 +13,19 @@ import { swapFace, type SourceFace } from "./swap.js";
  */
 const port = parentPort!;
 const human = await loadHuman();
+const mirror = mirrorPoints(human.faceUVMap);
 /** Each render's hand finder: renders that share this worker must not follow each other's hands. */
 const handFinders = new Map<number, HandFinder>();
+/** Each render's upright mesher, which remembers the roll of its previous frame's faces. */
+const uprightMeshers = new Map<number, UprightMesher>();
 /** Frames between detect and finish, with the keypoints of the hands found in them. */
 const held = new Map<string, { pixels: Uint8Array; width: number; height: number; hands: Float32Array[] }>();
 const sources = new Map<number, SourceFace[]>();
 
-function toFaceData(face: FaceResult): FaceData {
-  const mesh = new Float32Array(face.mesh.length * 2);
-  const depth = new Float32Array(face.mesh.length);
-  face.mesh.forEach((point, i) => {
+function toFaceData(face: FaceResult, points = face.mesh): FaceData {
+  const mesh = new Float32Array(points.length * 2);
+  const depth = new Float32Array(points.length);
+  points.forEach((point, i) => {
     mesh[i * 2] = point[0];
     mesh[i * 2 + 1] = point[1];
     depth[i] = point[2] ?? 0;
@@ -37,11 +42,13 @@ async function faces(
   pixels: Uint8Array,
   width: number,
   height: number,
-  options: { describe: boolean; video: boolean; minConfidence?: number; hands?: (frame: Tensor, faces: FaceData[]) => Promise<void> },
+  options: { describe: boolean; video: boolean; upright?: UprightMesher; minConfidence?: number; hands?: (frame: Tensor, faces: FaceData[]) => Promise<void> },
 ) {
   const tensor = human.tf.tensor3d(pixels, [height, width, 3], "int32");
   try {
-    const detector = { minConfidence: options.minConfidence ?? 0.3 };
+    const minConfidence = options.minConfidence ?? 0.3;
+    // Human's own rotation stays off (see UprightMesher): only rolled heads are meshed again, upright.
+    const detector = { minConfidence, rotation: false };
     // Each call sets every option it depends on: Human merges a call's config into its own.
     const config = {
       cacheSensitivity: options.video ? VIDEO_CACHE_SENSITIVITY : 0,
@@ -49,7 +56,9 @@ async function faces(
       hand: { enabled: false },
     } as Partial<Config>;
     const result = await human.detect(tensor, config);
-    const found = result.face.filter((face) => face.mesh.length > 0).map(toFaceData);
+    const meshed = result.face.filter((face) => face.mesh.length > 0);
+    const upright = (await options.upright?.meshes(tensor, meshed, minConfidence)) ?? [];
+    const found = meshed.map((face, i) => toFaceData(face, upright[i]));
     await options.hands?.(tensor, found);
     return found;
   } finally {
@@ -71,10 +80,16 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
       held.set(`${request.job}:${request.frame}`, frame);
       let finder = handFinders.get(request.job);
       if (!finder) handFinders.set(request.job, (finder = new HandFinder(human)));
+      let upright = uprightMeshers.get(request.job);
+      if (!upright) uprightMeshers.set(request.job, (upright = new UprightMesher(human, mirror, true)));
       const found = async (tensor: Tensor, faces: FaceData[]) => {
         frame.hands = await finder.find(tensor, frame, faces.map((face) => face.box));
       };
-      return { value: await faces(pixels, request.width, request.height, { describe: false, video: true, hands: found }) };
+      // The frames' rolled heads are meshed again upright (see UprightMesher), or the new face's eyes and
+      // mouth were drawn beside the target's. Embeddings (describe, analyse) are taken unturned:
+      // turned, two different people of a demo photo scored 0.66, past the same-person threshold
+      // (0.57 unturned).
+      return { value: await faces(pixels, request.width, request.height, { describe: false, video: true, upright, hands: found }) };
     }
     case "describe": {
       const { pixels, width, height } = heldFrame(request.job, request.frame);
@@ -86,13 +101,13 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
       const jobSources = sources.get(request.job) ?? [];
       for (const target of request.targets) {
         const source = jobSources[target.source];
-        if (source) swapFace(pixels, width, height, target.mesh, target.depth, target.neutral, source, human.faceTriangulation, request.style, handPoints);
+        if (source) swapFace(pixels, width, height, target.mesh, target.depth, target.neutral, source, human.faceTriangulation, mirror, request.style, handPoints);
       }
       return { value: pixels.buffer, transfer: [pixels.buffer as ArrayBuffer] };
     }
     case "analyse": {
       const pixels = new Uint8Array(request.pixels);
-      return { value: await faces(pixels, request.width, request.height, { describe: true, video: false, minConfidence: request.minConfidence }) };
+      return { value: await faces(pixels, request.width, request.height, { describe: true, video: false, upright: request.upright ? new UprightMesher(human, mirror, false) : undefined, minConfidence: request.minConfidence }) };
     }
     case "similarities":
       return { value: request.candidates.map((candidate) => human.match.similarity(request.embedding, candidate)) };
@@ -102,6 +117,7 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
     case "end":
       sources.delete(request.job);
       handFinders.delete(request.job);
+      uprightMeshers.delete(request.job);
       for (const key of held.keys()) if (key.startsWith(`${request.job}:`)) held.delete(key);
       return { value: null };
   }
