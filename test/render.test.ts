@@ -87,9 +87,16 @@ async function similarity(a: FaceData, b: FaceData): Promise<number> {
 }
 
 /** Mean absolute difference of two frames inside a box. */
+/**
+ * Mean absolute difference of `a` and `b` over the middle of `box` (its central 60 %), where both
+ * styles draw the new face: around it lie hair, background and the parts a turned head's source shows
+ * too foreshortened to draw, which both leave as the target's.
+ */
 function difference(a: RgbImage, b: RgbImage, box: FaceData["box"]): number {
-  const ca = crop(a, box);
-  const cb = crop(b, box);
+  const [x, y, w, h] = box;
+  const middle = [x + 0.2 * w, y + 0.2 * h, 0.6 * w, 0.6 * h] as const;
+  const ca = crop(a, middle);
+  const cb = crop(b, middle);
   let sum = 0;
   for (let i = 0; i < ca.pixels.length; i++) sum += Math.abs(ca.pixels[i]! - cb.pixels[i]!);
   return sum / ca.pixels.length;
@@ -148,7 +155,8 @@ describe("face swap", () => {
       const median = [...gains].sort((a, b) => a - b)[1]!;
       expect(median, reports.join("; ")).toBeGreaterThan(0.08);
     }
-    for (const face of before) expect(difference(afterV1, afterV2, face.box)).toBeGreaterThan(3);
+    // Over the middle of each face the two styles differ by 5.6-6.5 levels on average.
+    for (const face of before) expect(difference(afterV1, afterV2, face.box)).toBeGreaterThan(4);
   });
 
   it("individual-faces changes only the mapped person", async () => {
