@@ -150,7 +150,7 @@ export type Summary = Record<Measure | keyof typeof IDENTITY_LIMITS | "marks", n
 
 /** Median of each measure over `scores`, and the shares of faces that fail LIMITS and EVERY_FACE. */
 export function summarise(scores: FaceScore[]): Summary {
-  // Over the judged faces (marks and misplaced are NaN where not judged).
+  // Over the judged faces (marks, tint and misplaced are NaN where not judged).
   const median = (all: number[]) => {
     const values = all.filter((v) => !Number.isNaN(v)).sort((a, b) => a - b);
     return values[Math.floor(values.length / 2)] ?? NaN;

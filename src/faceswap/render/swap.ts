@@ -2,7 +2,7 @@ import type { StyleVersion } from "../../platform/db/schema.js";
 import { pyramidBlend } from "./blend.js";
 import { EYE_OPENINGS, targetEyes } from "./eyes.js";
 import { handMask, occlusion } from "./occlusion.js";
-import { boxBlur, fillPolygon, fromYCbCr, pointBounds, sampleCubic, toYCbCr, ycbcr } from "./pixels.js";
+import { boxBlur, fillPolygon, fromYCbCr, grownPolygon, pointBounds, sampleCubic, toYCbCr, ycbcr } from "./pixels.js";
 import { pushPull } from "./push-pull.js";
 import { scratch } from "./scratch.js";
 import { fitSimilarity } from "./similarity.js";
@@ -389,7 +389,8 @@ function signedArea(mesh: ArrayLike<number>, a: number, b: number, c: number): n
  * Rasterises the target's visible surface: triangles of the target's own mesh that face the camera,
  * the nearest at each pixel (depth test), and draws into each the source texture through the same
  * triangle of the reshaped mesh `drawnMesh`. A triangle turned away in the target (the far side of a
- * turned head), folded over by the reshape, or turned away in the source photo draws nothing.
+ * turned head) or folded over by the reshape draws nothing; one turned away in the source photo takes
+ * its mirror image's texture (see sourceTrust).
  */
 function warpTriangles(
   width: number,
@@ -576,20 +577,6 @@ function stretchOf(drawnMesh: Float32Array, sourceMesh: Float32Array, a: number,
 // the jitter of the mesh's outline points between frames, so the edge does not cut into the new face.
 const OUTLINE_MARGIN = 0.05;
 
-/** A copy of `mesh` with the points of `polygon` moved out from their centre by `margin` of their distance. */
-function grownPolygon(mesh: Float32Array, polygon: readonly number[], margin: number): Float32Array {
-  let cx = 0, cy = 0;
-  for (const i of polygon) {
-    cx += mesh[2 * i]! / polygon.length;
-    cy += mesh[2 * i + 1]! / polygon.length;
-  }
-  const out = Float32Array.from(mesh);
-  for (const i of polygon) {
-    out[2 * i] = cx + (mesh[2 * i]! - cx) * (1 + margin);
-    out[2 * i + 1] = cy + (mesh[2 * i + 1]! - cy) * (1 + margin);
-  }
-  return out;
-}
 
 /**
  * Calls `pixel` for each patch pixel whose centre lies in triangle (a, b, c) of `mesh`, with its index,
@@ -697,8 +684,12 @@ function withMouthFilled(source: SourceFace): Uint8Array {
   const x0 = Math.max(0, Math.floor(minX) - pad), y0 = Math.max(0, Math.floor(minY) - pad);
   const w = Math.min(source.width, Math.ceil(maxX) + pad) - x0, h = Math.min(source.height, Math.ceil(maxY) + pad) - y0;
   if (w < 2 || h < 2) return source.pixels;
-  const inside = scratch("mouthFill", w * h).fill(0);
+  const inside = scratch("mouthFill", w * h).fill(0), lips = scratch("mouthFillLips", w * h).fill(0);
   fillPolygon(inside, w, h, grown, INNER_LIPS, x0, y0, 1);
+  // Grown about its centre, the inner lips' polygon reaches past the mouth's corners: it stops at the
+  // outer lips, or the darkened fill would run on as a crease over the cheeks.
+  fillPolygon(lips, w, h, source.mesh, OUTER_LIPS, x0, y0, 1);
+  for (let i = 0; i < w * h; i++) inside[i]! *= lips[i]!;
   const values = scratch("mouthFillValues", w * h * 4);
   for (let y = 0; y < h; y++) {
     for (let x = 0; x < w; x++) {
