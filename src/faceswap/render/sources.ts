@@ -71,9 +71,7 @@ async function largestFace(pool: WorkerPool, file: string, signal: AbortSignal):
     if (signal.aborted) throw error;
     throw new RenderError("no_face_in_source", `face image is not a readable picture: ${(error as Error).message}`);
   }
-  // Meshed upright as the video's faces are: a tilted photo's mesh would sit beside its features, and
-  // the texture be sampled there.
-  const face = (await analyseImage(pool, image, { minConfidence: 0.3, worker: 0, retryWithBorder: true, upright: true }))[0];
+  const face = (await analyseImage(pool, image, { minConfidence: 0.3, worker: 0, retryWithBorder: true }))[0];
   if (!face) throw new RenderError("no_face_in_source", `no face found in ${file.split("/").pop()}`);
   return { image, face };
 }
