@@ -350,8 +350,9 @@ export function swapFace(
 // smoothed: below TRUST_FADE[0] the target's own face shows, above TRUST_FADE[1] the new face wholly.
 // Where the source photo shows a part of the face foreshortened (the near cheek and temple of a head
 // turned the other way), stretching its few pixels over the target's wide cheek drew a soft grey smear
-// from the eye to the hair. There the target's own skin stays, under the new face's light and colour
-// (the blend's coarse bands), which carries no one's identity; the features the source shows well are drawn.
+// from the eye to the hair. There the target's own skin stays, which carries little of anyone's
+// identity (the blend's coarse bands carry the new face's colour into its edge); the features the
+// source shows well are drawn.
 const TRUST_FADE = [0.25, 0.75] as const;
 
 // Width of the blend's support's own fade, as a share of the face: about a pixel on small faces.
