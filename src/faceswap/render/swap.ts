@@ -685,12 +685,8 @@ function withMouthFilled(source: SourceFace): Uint8Array {
   const x0 = Math.max(0, Math.floor(minX) - pad), y0 = Math.max(0, Math.floor(minY) - pad);
   const w = Math.min(source.width, Math.ceil(maxX) + pad) - x0, h = Math.min(source.height, Math.ceil(maxY) + pad) - y0;
   if (w < 2 || h < 2) return source.pixels;
-  const inside = scratch("mouthFill", w * h).fill(0), lips = scratch("mouthFillLips", w * h).fill(0);
+  const inside = scratch("mouthFill", w * h).fill(0);
   fillPolygon(inside, w, h, grown, INNER_LIPS, x0, y0, 1);
-  // Grown about its centre, the inner lips' polygon reaches past the mouth's corners: it stops at the
-  // outer lips, or the darkened fill would run on as a crease over the cheeks.
-  fillPolygon(lips, w, h, source.mesh, OUTER_LIPS, x0, y0, 1);
-  for (let i = 0; i < w * h; i++) inside[i]! *= lips[i]!;
   const values = scratch("mouthFillValues", w * h * 4);
   for (let y = 0; y < h; y++) {
     for (let x = 0; x < w; x++) {
