@@ -86,7 +86,6 @@ async function similarity(a: FaceData, b: FaceData): Promise<number> {
   return value!;
 }
 
-/** Mean absolute difference of two frames inside a box. */
 /**
  * Mean absolute difference of `a` and `b` over the middle of `box` (its central 60 %), where both
  * styles draw the new face: around it lie hair, background and the parts a turned head's source shows

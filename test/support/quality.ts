@@ -150,7 +150,7 @@ export type Summary = Record<Measure | keyof typeof IDENTITY_LIMITS | "marks", n
 
 /** Median of each measure over `scores`, and the shares of faces that fail LIMITS and EVERY_FACE. */
 export function summarise(scores: FaceScore[]): Summary {
-  // Over the judged faces (marks and misplaced are NaN where not judged).
+  // Over the judged faces (marks, tint and misplaced are NaN where not judged).
   const median = (all: number[]) => {
     const values = all.filter((v) => !Number.isNaN(v)).sort((a, b) => a - b);
     return values[Math.floor(values.length / 2)] ?? NaN;
@@ -228,7 +228,7 @@ export class QualityJudge {
     const found = await analyseImage(this.pool, image, { minConfidence: 0.3, worker: 0, retryWithBorder: true, upright: true });
     const face = found[0];
     if (!face?.embedding) throw new Error("no face in the new face image");
-    this.newFace = { embedding: face.embedding, descriptor: await faceApiDescriptor(image, face.box, face.mesh) };
+    this.newFace = { embedding: face.embedding, descriptor: await faceApiDescriptor(image, face.mesh) };
   }
 
   /**
@@ -290,7 +290,7 @@ export class QualityJudge {
       (await this.pool.call<number[]>(0, { type: "similarities", embedding: a, candidates: [newFace.embedding] }))[0]!;
     const match = sameFace(face, swapped);
     const faceres = match?.embedding && face.embedding ? (await similarity(match.embedding)) - (await similarity(face.embedding)) : -1;
-    const [din, dout] = [await faceApiDescriptor(before, face.box, face.mesh), await faceApiDescriptor(after, face.box, face.mesh)];
+    const [din, dout] = [await faceApiDescriptor(before, face.mesh), await faceApiDescriptor(after, face.mesh)];
     return { faceres, faceApi: descriptorDistance(din, newFace.descriptor) - descriptorDistance(dout, newFace.descriptor) };
   }
 }

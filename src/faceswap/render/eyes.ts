@@ -1,4 +1,4 @@
-import { boxBlur, fillPolygon, sampleCubic } from "./pixels.js";
+import { boxBlur, fillPolygon, grownPolygon, sampleCubic } from "./pixels.js";
 import { scratch } from "./scratch.js";
 
 // The eye openings (MediaPipe indices along the lids, in order around each): inside them is what the
@@ -35,19 +35,7 @@ export function targetEyes(
   { x0, y0, w, h, faceSize }: { x0: number; y0: number; w: number; h: number; faceSize: number },
 ): void {
   const mask = scratch("eyes", w * h).fill(0);
-  const core = Float32Array.from(drawnMesh);
-  for (const polygon of EYE_OPENINGS) {
-    let cx = 0, cy = 0;
-    for (const i of polygon) {
-      cx += drawnMesh[2 * i]! / polygon.length;
-      cy += drawnMesh[2 * i + 1]! / polygon.length;
-    }
-    for (const i of polygon) {
-      core[2 * i] = cx + EYE_CORE * (drawnMesh[2 * i]! - cx);
-      core[2 * i + 1] = cy + EYE_CORE * (drawnMesh[2 * i + 1]! - cy);
-    }
-    fillPolygon(mask, w, h, core, polygon, x0, y0, 1);
-  }
+  for (const polygon of EYE_OPENINGS) fillPolygon(mask, w, h, grownPolygon(drawnMesh, polygon, EYE_CORE - 1), polygon, x0, y0, 1);
   const soft = boxBlur(mask, scratch("eyesSoft", w * h), w, h, 1, Math.max(0.5, EYE_EDGE * faceSize));
   const sample = scratch("eyeSample", 3);
   for (const polygon of EYE_OPENINGS) {
@@ -95,7 +83,7 @@ function fitAffine(from: Float32Array, to: Float32Array, indices: readonly numbe
   }
   const det = sxx * syy - sxy * sxy;
   // A closed eye's lid points lie on a line: no map across it can be told from them.
-  if (det < THIN * (sxx + syy) ** 2) return [1, 0, tx - fx, 0, 1, ty - fy];
+  if (det <= THIN * (sxx + syy) ** 2) return [1, 0, tx - fx, 0, 1, ty - fy];
   // [a b; d e] = U S^-1, with S the points' scatter and U the cross-scatter.
   const a = (uxx * syy - uxy * sxy) / det, b = (uxy * sxx - uxx * sxy) / det;
   const d = (uyx * syy - uyy * sxy) / det, e = (uyy * sxx - uyx * sxy) / det;

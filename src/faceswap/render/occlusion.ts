@@ -14,8 +14,8 @@ export interface PatchPlace {
  * Marks in `keep` the covered pixels whose colour is far from the target's skin and that come in from
  * its edge (see keepOccluders): a glass in front of the face, hair over the forehead, background the
  * mesh reaches on a turned head. Returns all the clusters of such pixels (make-up too), or nothing
- * when the face shows too little skin to tell. The skin model is the covered pixels' mean and spread
- * in YCbCr (outliers trimmed once), `hand` (see handMask) left out of it and of the clusters, which
+ * when the face shows too little skin to tell. The skin model is the covered pixels' colour in YCbCr
+ * (see colourModel: from their median, then trimmed once), `hand` (see handMask) left out of it and of the clusters, which
  * only the face's own edge, not a hand's, makes occluders; the brows and lips, which are not
  * skin-coloured but belong to the face, are never marked.
  */

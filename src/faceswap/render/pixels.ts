@@ -82,6 +82,21 @@ function blurLines(
   }
 }
 
+/** A copy of `mesh` with the points of `polygon` moved out from their centre by `margin` of their distance. */
+export function grownPolygon(mesh: Float32Array, polygon: readonly number[], margin: number): Float32Array {
+  let cx = 0, cy = 0;
+  for (const i of polygon) {
+    cx += mesh[2 * i]! / polygon.length;
+    cy += mesh[2 * i + 1]! / polygon.length;
+  }
+  const out = Float32Array.from(mesh);
+  for (const i of polygon) {
+    out[2 * i] = cx + (mesh[2 * i]! - cx) * (1 + margin);
+    out[2 * i + 1] = cy + (mesh[2 * i + 1]! - cy) * (1 + margin);
+  }
+  return out;
+}
+
 /** Bounding box of points stored as x, y pairs. */
 export function pointBounds(points: ArrayLike<number>): { minX: number; minY: number; maxX: number; maxY: number } {
   let minX = Infinity, minY = Infinity, maxX = -Infinity, maxY = -Infinity;

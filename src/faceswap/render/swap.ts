@@ -2,7 +2,7 @@ import type { StyleVersion } from "../../platform/db/schema.js";
 import { pyramidBlend } from "./blend.js";
 import { EYE_OPENINGS, targetEyes } from "./eyes.js";
 import { handMask, occlusion } from "./occlusion.js";
-import { boxBlur, fillPolygon, fromYCbCr, pointBounds, sampleCubic, toYCbCr, ycbcr } from "./pixels.js";
+import { boxBlur, fillPolygon, fromYCbCr, grownPolygon, pointBounds, sampleCubic, toYCbCr, ycbcr } from "./pixels.js";
 import { pushPull } from "./push-pull.js";
 import { scratch } from "./scratch.js";
 import { fitSimilarity } from "./similarity.js";
@@ -350,8 +350,9 @@ export function swapFace(
 // smoothed: below TRUST_FADE[0] the target's own face shows, above TRUST_FADE[1] the new face wholly.
 // Where the source photo shows a part of the face foreshortened (the near cheek and temple of a head
 // turned the other way), stretching its few pixels over the target's wide cheek drew a soft grey smear
-// from the eye to the hair. There the target's own skin stays, under the new face's light and colour
-// (the blend's coarse bands), which carries no one's identity; the features the source shows well are drawn.
+// from the eye to the hair. There the target's own skin stays, which carries little of anyone's
+// identity (the blend's coarse bands carry the new face's colour into its edge); the features the
+// source shows well are drawn.
 const TRUST_FADE = [0.25, 0.75] as const;
 
 // Width of the blend's support's own fade, as a share of the face: about a pixel on small faces.
@@ -389,7 +390,8 @@ function signedArea(mesh: ArrayLike<number>, a: number, b: number, c: number): n
  * Rasterises the target's visible surface: triangles of the target's own mesh that face the camera,
  * the nearest at each pixel (depth test), and draws into each the source texture through the same
  * triangle of the reshaped mesh `drawnMesh`. A triangle turned away in the target (the far side of a
- * turned head), folded over by the reshape, or turned away in the source photo draws nothing.
+ * turned head) or folded over by the reshape draws nothing; one turned away in the source photo takes
+ * its mirror image's texture (see sourceTrust).
  */
 function warpTriangles(
   width: number,
@@ -576,20 +578,6 @@ function stretchOf(drawnMesh: Float32Array, sourceMesh: Float32Array, a: number,
 // the jitter of the mesh's outline points between frames, so the edge does not cut into the new face.
 const OUTLINE_MARGIN = 0.05;
 
-/** A copy of `mesh` with the points of `polygon` moved out from their centre by `margin` of their distance. */
-function grownPolygon(mesh: Float32Array, polygon: readonly number[], margin: number): Float32Array {
-  let cx = 0, cy = 0;
-  for (const i of polygon) {
-    cx += mesh[2 * i]! / polygon.length;
-    cy += mesh[2 * i + 1]! / polygon.length;
-  }
-  const out = Float32Array.from(mesh);
-  for (const i of polygon) {
-    out[2 * i] = cx + (mesh[2 * i]! - cx) * (1 + margin);
-    out[2 * i + 1] = cy + (mesh[2 * i + 1]! - cy) * (1 + margin);
-  }
-  return out;
-}
 
 /**
  * Calls `pixel` for each patch pixel whose centre lies in triangle (a, b, c) of `mesh`, with its index,

@@ -11,10 +11,11 @@ type Tensor4D = import("@tensorflow/tfjs-core").Tensor4D;
  * of a worker at 1080 px) and judges the tilt by the line from the mouth to between the eyes, which a
  * head turned to the side and looking down leans too: meshed turned so, the pan's left face's mesh
  * stopped short of its far cheek, and its make-up and lips showed past the new face. The lines
- * across the face (see roll) stay level on a turned head. Read on the eye line from unturned crops,
- * where the model sees about half of a roll, the pan's left face rolls by 0-3 degrees (10 on one
- * frame), its middle and right ones by 14-23 and the turned clip's faces by 14-19; turned until the
- * reading settles, by 29 and 44, and 25 and 29.
+ * across the face (see roll) stay level on a turned head. The bound is on the reading from an
+ * unturned crop, where the model sees about half of a roll: a face new to the render is turned from
+ * about 20 degrees of real roll. Read on the eye line so, the pan's left face rolled by 0-3 degrees (10
+ * on one frame), its middle and right ones by 14-23 and the turned clip's faces by 14-19; turned until
+ * the reading settled, by 29 and 44, and 25 and 29.
  */
 export const UPRIGHT_ROLL = (10 * Math.PI) / 180;
 
@@ -43,8 +44,9 @@ export function roll(mesh: readonly Point[], mirror: Int32Array): number {
  * Meshes rolled heads again from crops turned upright, and only the part of the frame the turned
  * box reaches is turned. An unturned crop shows the mesh model only part of a head's roll; a crop
  * turned by that part shows it part of the rest, so a face new to the render is turned up to PASSES
- * times, and in a video a face is turned at once by the roll its mesh had in the render's previous
- * frame (a box overlapping it), which the next frames refine.
+ * times, and in a video a rolled face is turned at once by the roll its mesh had in the last frame
+ * this mesher saw (a box overlapping it), which the next frames refine. One mesher serves one
+ * worker's share of a render's frames (every RENDER_THREADS-th frame), so that frame is a few back.
  */
 export class UprightMesher {
   /** Box and roll of each face of the previous frame (videos only). */
@@ -65,10 +67,14 @@ export class UprightMesher {
     const found: Array<Point[] | undefined> = [];
     const seen: Array<{ box: readonly number[]; roll: number }> = [];
     for (const face of faces) {
+      // A roll carried from the previous frame starts the turn only while it is past UPRIGHT_ROLL; once
+      // a head straightens (or before it first tilts) the frame's own reading decides, or a face that
+      // entered level would stay unturned for the rest of its track.
       const known = this.previous.find((p) => iou(p.box, face.box) > 0.3);
-      let angle = known?.roll ?? roll(face.mesh, this.mirror);
+      const carried = known !== undefined && Math.abs(known.roll) > UPRIGHT_ROLL;
+      let angle = carried ? known.roll : roll(face.mesh, this.mirror);
       let mesh: Point[] | undefined;
-      for (let pass = 0; pass < (known ? 1 : PASSES) && Math.abs(angle) > UPRIGHT_ROLL; pass++) {
+      for (let pass = 0; pass < (carried ? 1 : PASSES) && Math.abs(angle) > UPRIGHT_ROLL; pass++) {
         const turned = await this.meshTurned(frame, face, angle, minConfidence);
         if (!turned) break;
         mesh = turned;
@@ -88,7 +94,8 @@ export class UprightMesher {
     const tf = this.human.tf as Tf;
     const size = model.inputs[0]!.shape![2]!;
     const [height, width] = frame.shape as [number, number, number];
-    // The box Human meshed the face in, unclamped: it may reach past the frame.
+    // Human's box of the face after meshing (its crop's size, centred on the mesh), unclamped: it may
+    // reach past the frame.
     const bw = face.boxRaw[2] * width, bh = face.boxRaw[3] * height;
     const cx = face.boxRaw[0] * width + bw / 2, cy = face.boxRaw[1] * height + bh / 2;
     const reach = Math.ceil(Math.hypot(bw, bh) / 2) + 1;
