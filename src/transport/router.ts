@@ -4,7 +4,7 @@ import { hasScope, type Authenticator, type KeyChanges, type Principal } from ".
 import { Code, internalError, permissionDenied, RpcError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
 import type { Counter, Histogram, Metrics } from "../platform/metrics.js";
-import { isReusedResponse, type CallContext, type CallResult, type IncomingCall, type RequiredScope, type ServiceImplementation } from "./call.js";
+import { encodedOnce, type CallContext, type CallResult, type IncomingCall, type RequiredScope, type ServiceImplementation } from "./call.js";
 import { registry } from "./descriptors.js";
 import { decodeRequest } from "./request-decoder.js";
 
@@ -27,9 +27,6 @@ export interface RoutedMethod {
   /** As invoke, for a server-streaming method: `send` gets each response with the response headers. */
   stream(request: Uint8Array, call: IncomingCall, send: (response: unknown, headers: Record<string, string>) => Promise<void>): Promise<void>;
 }
-
-/** Encoded reused responses; an entry goes when its response is no longer held by any cache. */
-const encodings = new WeakMap<object, Buffer>();
 
 /** A unary or server-streaming handler, as the Router calls it (`send` only for streams). */
 type AnyHandler = (request: unknown, ctx: CallContext, send?: (response: unknown) => Promise<void>) => Promise<unknown>;
@@ -88,12 +85,7 @@ export class Router {
           descriptor,
           service,
           responseStream: definition.responseStream,
-          serialize: (response) => {
-            if (!isReusedResponse(response)) return definition.responseSerialize(response);
-            let bytes = encodings.get(response);
-            if (!bytes) encodings.set(response, (bytes = definition.responseSerialize(response)));
-            return bytes;
-          },
+          serialize: (response) => encodedOnce(response, definition.responseSerialize),
           invoke: async (request, call) => {
             let response: unknown;
             const headers = await this.run(method, scope, request, call, async (decoded, ctx) => {
