@@ -209,30 +209,35 @@ export async function instanceIdsOf(db: Db, namespaceId: string, service: string
   return rows.map((r) => r.id);
 }
 
-export interface InstanceChange {
-  instanceId: string;
-  kind: InstanceChangeKind;
-}
+/** A change to one instance, or the deletion of a service that had none (which no instance change would show). */
+export type InstanceChange =
+  | { instanceId: string; kind: InstanceChangeKind }
+  | { kind: "service_deleted"; namespace: string; service: string };
 
 /**
- * Records the instances as they stand in this transaction under new revisions, one per change.
- * Taking the revisions locks the revision row until commit, so this is the transaction's last
- * statement (a deregistration deletes right after). Returns the last revision, if any was taken.
+ * Records the changes under new revisions, one each: an instance as it stands in this transaction,
+ * a deleted service by its names. Taking the revisions locks the revision row until commit, so this
+ * is the transaction's last statement (a deletion runs right after, since the instances it names
+ * must still be there). Returns the last revision, if any was taken.
  */
 export async function recordChanges(db: Db, changes: InstanceChange[]): Promise<number | undefined> {
   if (changes.length === 0) return undefined;
+  const of = (change: InstanceChange) => ("instanceId" in change ? { id: change.instanceId, ns: null, svc: null } : { id: null, ns: change.namespace, svc: change.service });
+  const rows = changes.map(of);
   const result = await sql<{ revision: number }>`
     with req as (
-      select * from unnest(${changes.map((c) => c.instanceId)}::uuid[], ${changes.map((c) => c.kind)}::text[])
-        with ordinality as r(id, kind, ord)
+      select * from unnest(${rows.map((r) => r.id)}::uuid[], ${changes.map((c) => c.kind)}::text[],
+                           ${rows.map((r) => r.ns)}::text[], ${rows.map((r) => r.svc)}::text[])
+        with ordinality as r(id, kind, ns, svc, ord)
     ), rev as (
       update registry_revision set revision = revision + ${changes.length} returning revision
     ), ins as (
       insert into registry_changes (revision, namespace, service, kind, instance)
-      select rev.revision - ${changes.length} + req.ord, n.name, s.name, req.kind,
-             to_jsonb(i) || jsonb_build_object('service_name', s.name)
+      select rev.revision - ${changes.length} + req.ord, coalesce(n.name, req.ns), coalesce(s.name, req.svc), req.kind,
+             case when req.id is null then '{}'::jsonb else to_jsonb(i) || jsonb_build_object('service_name', s.name) end
       from req cross join rev
-      join instances i on i.id = req.id join services s on s.id = i.service_id join namespaces n on n.id = s.namespace_id
+      left join instances i on i.id = req.id left join services s on s.id = i.service_id left join namespaces n on n.id = s.namespace_id
+      where req.id is null or i.id is not null
     )
     select revision from rev`.execute(db);
   return result.rows[0]?.revision;
@@ -241,21 +246,6 @@ export async function recordChanges(db: Db, changes: InstanceChange[]): Promise<
 /** The last revision handed out, and the newest one whose change is no longer kept. */
 export async function revisionState(db: Db): Promise<{ revision: number; pruned_through: number }> {
   return db.selectFrom("registry_revision").select(["revision", "pruned_through"]).executeTakeFirstOrThrow();
-}
-
-/**
- * Records the deletion of a service that had no instance under a new revision, so that whoever
- * follows the namespace sees it; as recordChanges, the transaction's last statement. Returns the revision.
- */
-export async function recordServiceDeletion(db: Db, namespace: string, service: string): Promise<number> {
-  const result = await sql<{ revision: number }>`
-    with rev as (
-      update registry_revision set revision = revision + 1 returning revision
-    )
-    insert into registry_changes (revision, namespace, service, kind, instance)
-    select revision, ${namespace}, ${service}, 'service_deleted', '{}'::jsonb from rev
-    returning revision`.execute(db);
-  return result.rows[0]!.revision;
 }
 
 /** A recorded change to an instance, the instance read back into a row. */

@@ -108,10 +108,7 @@ export class RegistryService {
       return {
         value: undefined,
         changes: [{ instanceId: instance.id, kind: "deregistered" }],
-        deletion: async () => {
-          await repo.deleteInstance(tx, instance.id);
-          return undefined;
-        },
+        deletion: () => repo.deleteInstance(tx, instance.id),
       };
     });
   }
@@ -210,13 +207,15 @@ export class RegistryService {
       const ids = await repo.instanceIdsOf(tx, namespaceId, request.service);
       return {
         value: undefined,
-        changes: ids.map((instanceId): InstanceChange => ({ instanceId, kind: "deregistered" })),
+        // Without instances no instance changes, yet the namespace's services do.
+        changes:
+          ids.length > 0
+            ? ids.map((instanceId): InstanceChange => ({ instanceId, kind: "deregistered" }))
+            : [{ kind: "service_deleted", namespace: request.namespace, service: request.service }],
         deletion: async () => {
           if (!(await repo.deleteService(tx, namespaceId, request.service))) {
             throw serviceNotFound(request.namespace, request.service);
           }
-          // Without instances there was no change to record, yet the namespace's services did change.
-          return ids.length === 0 ? repo.recordServiceDeletion(tx, request.namespace, request.service) : undefined;
         },
       };
     });
@@ -252,24 +251,24 @@ export class RegistryService {
 
   /**
    * Runs a change in one transaction that holds the namespace (so it cannot be deleted meanwhile),
-   * records the instance changes it made, then runs its `deletion` (recording reads the rows a
-   * change names, so what it deletes must still be there; the deletion returns the revision of
-   * anything it records itself), tells every replica's namespace cache that its counts changed and
-   * the change feeds that there is a new revision.
+   * records the changes it made, then runs its `deletion` (recording reads the rows a change names,
+   * so what it deletes must still be there), tells every replica's namespace cache that its counts
+   * changed and the change feeds that there is a new revision.
    */
   private async write<T>(
     namespace: string,
     change: (
       tx: Db,
       namespaceId: string,
-    ) => Promise<{ value: T; changes: InstanceChange[]; deletion?: () => Promise<number | undefined> }>,
+    ) => Promise<{ value: T; changes: InstanceChange[]; deletion?: () => Promise<void> }>,
   ): Promise<T> {
     const { value, revision } = await this.db.transaction().execute(async (tx) => {
       const namespaceId = await repo.lockNamespaceShared(tx, namespace);
       if (!namespaceId) throw namespaceNotFound(namespace);
       const { value, changes, deletion } = await change(tx, namespaceId);
-      const recorded = await repo.recordChanges(tx, changes);
-      return { value, revision: (await deletion?.()) ?? recorded };
+      const revision = await repo.recordChanges(tx, changes);
+      await deletion?.();
+      return { value, revision };
     });
     this.namespaces.invalidate(namespace);
     this.instances.invalidate(namespace);
