@@ -152,42 +152,59 @@ export interface HeartbeatOutcome {
   revived: boolean;
 }
 
+/** What renewInstances did: the instances it renewed, and those it found but left alone. */
+export interface Renewals {
+  renewed: HeartbeatOutcome[];
+  /** Ids of instances found in their namespace and service and not renewed (not healthy, with `healthyOnly`). */
+  leftAlone: string[];
+}
+
 /**
  * Renews many instances in one statement; with `healthyOnly`, only those that are healthy now (their
  * renewal changes nothing a watcher sees, so it needs no change record and no transaction of its
  * own). Rows are locked in id order so concurrent batches (from several replicas) cannot deadlock;
- * an instance is renewed only when it belongs to the named namespace and service.
+ * an instance is renewed only when it belongs to the named namespace and service. The instances
+ * found but not renewed are told apart from those not found at all, which need nothing more.
  */
-export async function renewInstances(db: Db, targets: HeartbeatTarget[], { healthyOnly }: { healthyOnly: boolean }): Promise<HeartbeatOutcome[]> {
+export async function renewInstances(db: Db, targets: HeartbeatTarget[], { healthyOnly }: { healthyOnly: boolean }): Promise<Renewals> {
   // Two fixed texts, each prepared once per connection: planning cost a third of the statement.
-  const result = await sql<{ id: string; namespace: string; expires_at: Date; was_healthy: boolean }>`${prepared(healthyOnly ? "renew_healthy_instances" : "renew_instances")}
+  const result = await sql<{ id: string; namespace: string; expires_at: Date | null; was_healthy: boolean }>`${prepared(healthyOnly ? "renew_healthy_instances" : "renew_instances")}
     with req as (
       select * from unnest(${targets.map((t) => t.instanceId)}::uuid[], ${targets.map((t) => t.namespace)}::text[],
                            ${targets.map((t) => t.service)}::text[]) as r(id, ns, svc)
-    ), prev as (
-      select i.id, i.healthy, n.name as namespace
+    ), found as (
+      select i.id, n.name as namespace
       from instances i
       join services s on s.id = i.service_id
       join namespaces n on n.id = s.namespace_id
       join req on req.id = i.id and req.ns = n.name and req.svc = s.name
+    ), prev as (
+      select i.id, i.healthy, found.namespace
+      from instances i
+      join found on found.id = i.id
       where ${healthyOnly ? sql`i.healthy` : sql`true`}
       order by i.id
       for update of i
+    ), renewed as (
+      update instances i
+      set last_heartbeat_at = now(), expires_at = now() + make_interval(secs => i.ttl_seconds), healthy = true
+      from prev
+      where i.id = prev.id
+        -- A heartbeat lost in a crash costs at most one TTL of health: its transaction (the change
+        -- record included) commits without waiting for the disk.
+        and ${withoutFlushWait}
+      returning i.id, prev.namespace, i.expires_at, prev.healthy as was_healthy
     )
-    update instances i
-    set last_heartbeat_at = now(), expires_at = now() + make_interval(secs => i.ttl_seconds), healthy = true
-    from prev
-    where i.id = prev.id
-      -- A heartbeat lost in a crash costs at most one TTL of health: its transaction (the change
-      -- record included) commits without waiting for the disk.
-      and ${withoutFlushWait}
-    returning i.id, prev.namespace, i.expires_at, prev.healthy as was_healthy`.execute(db);
-  return result.rows.map((r) => ({
-    instanceId: r.id,
-    namespace: r.namespace,
-    expiresAt: r.expires_at,
-    revived: !r.was_healthy,
-  }));
+    select id, namespace, expires_at, was_healthy from renewed
+    union all
+    select id, namespace, null, false from found where id not in (select id from renewed)`.execute(db);
+  const renewed: HeartbeatOutcome[] = [];
+  const leftAlone: string[] = [];
+  for (const r of result.rows) {
+    if (r.expires_at === null) leftAlone.push(r.id);
+    else renewed.push({ instanceId: r.id, namespace: r.namespace, expiresAt: r.expires_at, revived: !r.was_healthy });
+  }
+  return { renewed, leftAlone };
 }
 
 /** Marks instances whose TTL ran out unhealthy; returns them with their namespaces. */
