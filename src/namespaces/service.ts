@@ -3,10 +3,8 @@ import { isDeepStrictEqual } from "node:util";
 import type { Namespace } from "../../gen/v1/namespace.js";
 import { isAdmin, type Principal } from "../platform/auth.js";
 import { checkBatchSize, settle, type BatchResult } from "../platform/batch.js";
-import { NAMESPACES_CHANNEL } from "../platform/db/channels.js";
 import { isForeignKeyViolation, type Db } from "../platform/db/database.js";
 import type { NamespaceFieldChange, NamespaceHistoryRow, NamespaceRow } from "../platform/db/schema.js";
-import type { Notifications } from "../platform/db/notifications.js";
 import { keysetPage, keysetResult, pageOf } from "../platform/paging.js";
 import {
   alreadyExists,
@@ -58,7 +56,6 @@ export class NamespaceService {
 
   constructor(
     private readonly db: Db,
-    private readonly notifications: Notifications,
     private readonly cache: NamespaceCache,
     private readonly historyLimit: number,
   ) {}
@@ -363,9 +360,8 @@ export class NamespaceService {
   }
 
   /** After a committed change: this replica drops the entry at once, every other one before we return. */
-  private async announce(name: string): Promise<void> {
-    this.cache.invalidate(name);
-    await this.notifications.publish(NAMESPACES_CHANNEL, name);
+  private announce(name: string): Promise<void> {
+    return this.cache.announce(name);
   }
 
   private async afterWrite(name: string): Promise<NamespaceView> {

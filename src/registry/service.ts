@@ -12,9 +12,7 @@ import type {
 import type { Duration } from "../../gen/google/protobuf/duration.js";
 import { isAdmin, type Principal } from "../platform/auth.js";
 import { checkBatchSize, settle, type BatchResult } from "../platform/batch.js";
-import { NAMESPACES_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
-import type { Notifications } from "../platform/db/notifications.js";
 import { Code, notFound, permissionDenied, RpcError, unauthenticated, Violations } from "../platform/errors.js";
 import { isUuid } from "../platform/ids.js";
 import { pageOf } from "../platform/paging.js";
@@ -43,7 +41,6 @@ const MAX_WAIT_MS = 10 * 60_000;
 
 export interface RegistryServiceOptions {
   db: Db;
-  notifications: Notifications;
   /** The namespace cache, whose counts registry writes change. */
   namespaces: NamespaceCache;
   heartbeats: HeartbeatBatcher;
@@ -58,15 +55,13 @@ export interface RegistryServiceOptions {
  */
 export class RegistryService {
   private readonly db: Db;
-  private readonly notifications: Notifications;
   private readonly namespaces: NamespaceCache;
   private readonly heartbeats: HeartbeatBatcher;
   private readonly feed: ChangeFeed;
   private readonly instances: InstanceCache;
 
-  constructor({ db, notifications, namespaces, heartbeats, feed, instances }: RegistryServiceOptions) {
+  constructor({ db, namespaces, heartbeats, feed, instances }: RegistryServiceOptions) {
     this.db = db;
-    this.notifications = notifications;
     this.namespaces = namespaces;
     this.heartbeats = heartbeats;
     this.feed = feed;
@@ -270,10 +265,9 @@ export class RegistryService {
       await deletion?.();
       return { value, revision };
     });
-    this.namespaces.invalidate(namespace);
     this.instances.invalidate(namespace);
     this.feed.announce(revision);
-    await this.notifications.publish(NAMESPACES_CHANNEL, namespace);
+    await this.namespaces.announce(namespace);
     return value;
   }
 
