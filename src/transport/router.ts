@@ -1,6 +1,6 @@
 import type { MethodDefinition } from "@grpc/grpc-js";
 import type { DescMethod } from "@bufbuild/protobuf";
-import { hasScope, type Authenticator, type KeyChanges, type Principal } from "../platform/auth.js";
+import { hasScope, type Authenticator, type Credential, type KeyChanges, type Principal } from "../platform/auth.js";
 import { Code, internalError, permissionDenied, RpcError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
 import type { Counter, Histogram, Metrics } from "../platform/metrics.js";
@@ -51,7 +51,8 @@ export class Router {
   private readonly requests: Counter<"method" | "code" | "transport">;
   private readonly durations: Histogram<"method" | "transport">;
   private readonly authenticate: Authenticator;
-  private readonly keyChanges: KeyChanges;
+  /** Open streams by the id of the API key they authenticated with: the controller that ends each, and its credential. */
+  private readonly streamsByKey = new Map<string, Map<AbortController, Credential | undefined>>();
   /** Each method's log line fields that never change, serialised once (pino children) rather than per call. */
   private readonly callLoggers = new Map<string, Record<IncomingCall["transport"], Logger>>();
   /** Also used by the transports for faults outside any call. */
@@ -59,7 +60,7 @@ export class Router {
 
   constructor({ services, authenticate, keyChanges, logger, metrics }: RouterOptions) {
     this.authenticate = authenticate;
-    this.keyChanges = keyChanges;
+    keyChanges((changed) => this.checkKeysAgain(changed));
     this.logger = logger;
     this.requests = metrics.counter("atrium_rpc_requests_total", "Calls finished, by method, status code and transport.", [
       "method",
@@ -144,7 +145,7 @@ export class Router {
       } else if (scope !== "authenticated" && !hasScope(principal, scope)) {
         throw permissionDenied(`this API key lacks the "${scope}" scope`, "MISSING_SCOPE");
       }
-      if (own && method.responseStream && principal.keyId !== "") cleanups.push(this.endWhenKeyWithdrawn(principal.keyId, call, own));
+      if (own && method.responseStream && principal.keyId !== "") cleanups.push(this.endWhenKeyWithdrawn(principal.keyId, call.credential, own));
       const ctx: CallContext = {
         method: path,
         requestId,
@@ -179,14 +180,33 @@ export class Router {
    * replica, the key is checked again, and a refusal (revoked, expired) ends the stream with it.
    * Returns the function that stops watching.
    */
-  private endWhenKeyWithdrawn(keyId: string, call: IncomingCall, own: AbortController): () => void {
-    return this.keyChanges((changed) => {
-      if (changed !== undefined && changed !== keyId) return;
-      this.authenticate(call.credential).catch((error: unknown) => {
-        if (error instanceof RpcError) own.abort(error);
-        else this.logger.warn({ event: "stream_key_check_failed", request_id: call.requestId, err: error }, "could not check a stream's API key again");
+  private endWhenKeyWithdrawn(keyId: string, credential: Credential | undefined, own: AbortController): () => void {
+    let streams = this.streamsByKey.get(keyId);
+    if (!streams) this.streamsByKey.set(keyId, (streams = new Map()));
+    streams.set(own, credential);
+    return () => {
+      streams.delete(own);
+      if (streams.size === 0 && this.streamsByKey.get(keyId) === streams) this.streamsByKey.delete(keyId);
+    };
+  }
+
+  /**
+   * Checks the changed key (undefined: every key) once for all the streams it opened, which present
+   * the same key: a stream each cost a thousand lookups at once for a thousand streams.
+   */
+  private checkKeysAgain(changed: string | undefined): void {
+    const affected = changed === undefined ? [...this.streamsByKey] : [[changed, this.streamsByKey.get(changed)] as const];
+    for (const [keyId, streams] of affected) {
+      const [credential] = streams?.values() ?? [];
+      if (!streams || !credential) continue;
+      this.authenticate(credential).catch((error: unknown) => {
+        if (!(error instanceof RpcError)) {
+          this.logger.warn({ event: "stream_key_check_failed", key_id: keyId, streams: streams.size, err: error }, "could not check the API key of streams again");
+          return;
+        }
+        for (const own of [...streams.keys()]) own.abort(error);
       });
-    });
+    }
   }
 
   private toRpcError(error: unknown, path: string, requestId: string): RpcError {
