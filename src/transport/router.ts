@@ -79,6 +79,7 @@ export class Router {
         const [, serviceName, methodName] = definition.path.split("/");
         const descriptor = registry.getService(serviceName!)?.methods.find((m) => m.name === methodName);
         if (!descriptor) throw new Error(`${definition.path} is missing from the descriptor set`);
+        const unary = (request: unknown, ctx: CallContext) => handler(request, ctx);
         const method: RoutedMethod = {
           path: definition.path,
           key,
@@ -87,17 +88,11 @@ export class Router {
           service,
           responseStream: definition.responseStream,
           serialize: (response) => encodedOnce(response, definition.responseSerialize),
-          invoke: async (request, call) => {
-            let response: unknown;
-            const headers = await this.run(method, scope, request, call, async (decoded, ctx) => {
-              response = await handler(decoded, ctx);
-            });
-            return { response, headers };
-          },
+          invoke: (request, call) => this.run(method, scope, request, call, unary),
           stream: async (request, call, send) => {
-            await this.run(method, scope, request, call, async (decoded, ctx, headers) => {
-              await handler(decoded, ctx, (response) => send(response, headers));
-            });
+            await this.run(method, scope, request, call, (decoded, ctx, headers) =>
+              handler(decoded, ctx, (response) => send(response, headers)),
+            );
           },
         };
         this.methods.set(definition.path, method);
@@ -107,14 +102,14 @@ export class Router {
     }
   }
 
-  /** Runs `body` inside the chain; returns the response headers. */
+  /** Runs `body` inside the chain; returns what it returned, with the response headers. */
   private async run(
     method: RoutedMethod,
     scope: RequiredScope,
     bytes: Uint8Array,
     call: IncomingCall,
-    body: (request: unknown, ctx: CallContext, headers: Record<string, string>) => Promise<void>,
-  ): Promise<Record<string, string>> {
+    body: (request: unknown, ctx: CallContext, headers: Record<string, string>) => Promise<unknown>,
+  ): Promise<CallResult<unknown>> {
     const { path, service } = method;
     const started = performance.now();
     const { requestId } = call;
@@ -122,11 +117,12 @@ export class Router {
     // The transport's signal is the call's, unless the call can end for reasons of its own: its
     // deadline passing, or (a stream) its API key being revoked meanwhile.
     const own = call.deadline !== undefined || method.responseStream ? new AbortController() : undefined;
-    const cleanups: (() => void)[] = [];
+    // Most calls have nothing to clean up: no array for them.
+    let cleanups: (() => void)[] | undefined;
     if (own) {
       const onAbort = () => own.abort(call.signal.reason);
       call.signal.addEventListener("abort", onAbort, { once: true });
-      cleanups.push(() => call.signal.removeEventListener("abort", onAbort));
+      cleanups = [() => call.signal.removeEventListener("abort", onAbort)];
     }
     let principal: Principal | undefined;
     try {
@@ -135,7 +131,7 @@ export class Router {
         const remaining = call.deadline - Date.now();
         if (remaining <= 0) throw new RpcError(Code.DEADLINE_EXCEEDED, "deadline exceeded before the call started");
         const timer = setTimeout(() => own.abort(new Error("deadline exceeded")), remaining);
-        cleanups.push(() => clearTimeout(timer));
+        cleanups!.push(() => clearTimeout(timer));
       }
       principal = await this.authenticate(call.credential);
       if (principal.namespace !== undefined) {
@@ -145,24 +141,12 @@ export class Router {
       } else if (scope !== "authenticated" && !hasScope(principal, scope)) {
         throw permissionDenied(`this API key lacks the "${scope}" scope`, "MISSING_SCOPE");
       }
-      if (own && method.responseStream && principal.keyId !== "") cleanups.push(this.endWhenKeyWithdrawn(principal.keyId, call.credential, own));
-      const ctx: CallContext = {
-        method: path,
-        requestId,
-        principal,
-        // Read only by the handlers that wait (a transport may make its signal on first use).
-        get signal() {
-          return own?.signal ?? call.signal;
-        },
-        logger: this.logger,
-        setResponseHeader: (name, value) => {
-          headers[name.toLowerCase()] = value;
-        },
-      };
-      await body(request, ctx, headers);
+      if (own && method.responseStream && principal.keyId !== "") cleanups!.push(this.endWhenKeyWithdrawn(principal.keyId, call.credential, own));
+      const ctx = new RoutedCallContext(path, requestId, principal, this.logger, headers, call, own);
+      const response = await body(request, ctx, headers);
       if (deadlinePassed(own, call)) throw new RpcError(Code.DEADLINE_EXCEEDED, "deadline exceeded");
       this.record(method, call, requestId, principal, Code.OK, started);
-      return headers;
+      return { response, headers };
     } catch (error) {
       // A stream cut short by its deadline throws whatever its handler makes of the abort.
       const rpcError = deadlinePassed(own, call)
@@ -171,7 +155,7 @@ export class Router {
       this.record(method, call, requestId, principal, rpcError.code, started, rpcError);
       throw rpcError;
     } finally {
-      for (const cleanup of cleanups) cleanup();
+      if (cleanups) for (const cleanup of cleanups) cleanup();
     }
   }
 
@@ -229,14 +213,39 @@ export class Router {
     // Only routed paths get here, so the method label takes a bounded set of values.
     this.requests.inc({ method: method.path, code: Code[code], transport });
     this.durations.observe({ method: method.path, transport }, ms / 1000);
-    const fields = {
+    const fields: Record<string, unknown> = {
       code: Code[code],
       duration_ms: Math.round(ms * 1000) / 1000,
       request_id: requestId,
       account_id: principal?.accountId,
-      ...(error ? { reason: error.reason, message: error.message } : {}),
     };
+    if (error) {
+      fields.reason = error.reason;
+      fields.message = error.message;
+    }
     this.callLoggers.get(method.path)![transport].info(fields, "rpc");
+  }
+}
+
+/** What a handler gets; a class rather than an object literal, so that a call makes no closures for it. */
+class RoutedCallContext implements CallContext {
+  constructor(
+    readonly method: string,
+    readonly requestId: string,
+    readonly principal: Principal,
+    readonly logger: Logger,
+    private readonly headers: Record<string, string>,
+    private readonly call: IncomingCall,
+    private readonly own: AbortController | undefined,
+  ) {}
+
+  /** Read only by the handlers that wait (a transport may make its signal on first use). */
+  get signal(): AbortSignal {
+    return this.own?.signal ?? this.call.signal;
+  }
+
+  setResponseHeader(name: string, value: string): void {
+    this.headers[name.toLowerCase()] = value;
   }
 }
 
