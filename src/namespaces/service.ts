@@ -38,6 +38,8 @@ const HISTORY_PAGES = { defaultSize: 100, maxSize: 1000 };
 const PRUNE_EVERY = 100;
 /** The actor recorded for a change made with a namespace's own token. */
 const TOKEN_ACTOR = "namespace token";
+/** A namespace token's scopes: none, shared by every call rather than a new set each. */
+const NO_SCOPES: ReadonlySet<never> = new Set();
 /** Fields whose values the history records before and after a change. */
 const PLAIN_FIELDS = ["comment", "owners", "service_export_to", "metadata", "sync_to_global_registry"] as const;
 
@@ -74,7 +76,7 @@ export class NamespaceService {
   async principalOfToken(token: string): Promise<Principal> {
     const record = await this.cache.findByToken(token);
     if (!record) throw unauthenticated("invalid namespace token", "INVALID_NAMESPACE_TOKEN");
-    return { accountId: "", keyId: "", scopes: new Set(), groupIds: [], namespace: record.name };
+    return { accountId: "", keyId: "", scopes: NO_SCOPES, groupIds: [], namespace: record.name };
   }
 
   async create(principal: Principal, ns: Namespace | undefined, at = "namespace"): Promise<NamespaceView> {
