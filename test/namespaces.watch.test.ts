@@ -1,14 +1,28 @@
+import { Kysely, PostgresDialect } from "kysely";
+import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { Code } from "../src/client/index.js";
+import { Code, createClient } from "../src/client/index.js";
 import { NamespaceChangeKind } from "../gen/v1/namespace_service.js";
+import { AuthService } from "../src/auth/service.js";
+import { loadConfig } from "../src/config.js";
+import { namespacesModule } from "../src/namespaces/module.js";
+import { Notifications } from "../src/platform/db/notifications.js";
+import type { Database } from "../src/platform/db/schema.js";
+import { createLogger } from "../src/platform/logger.js";
+import { Metrics } from "../src/platform/metrics.js";
+import { SsrfGuard } from "../src/platform/ssrf.js";
+import { startGrpcServer } from "../src/transport/grpc/server.js";
+import { Router } from "../src/transport/router.js";
+import { createAccountWithKey } from "./support/accounts.js";
 import { ADMIN_TOKEN, useTwoReplicas, type TestApp } from "./support/app.js";
 import { gauge, streamReader } from "./support/streams.js";
 import { until } from "./support/expect.js";
 
 let a: TestApp;
 let b: TestApp;
+let databaseUrl: string;
 
-useTwoReplicas({}, (replicas) => ({ a, b } = replicas));
+useTwoReplicas({}, (replicas) => ({ a, b, databaseUrl } = replicas));
 
 async function watchers(t: TestApp): Promise<number> {
   return gauge(t, "atrium_namespace_watchers", ADMIN_TOKEN);
@@ -59,5 +73,42 @@ describe("WatchNamespaces", () => {
       for (const s of streams) s.cancel();
     }
     await until(async () => (await watchers(a)) === 0, 5_000, "every watcher to be freed");
+  });
+
+  it("looks a withdrawn API key up once for all the streams it opened", async () => {
+    const key = await createAccountWithKey(a, ["namespaces"]);
+    // A replica of its own, serving WatchNamespaces on a database handle that records every statement.
+    const statements: string[] = [];
+    const db = new Kysely<Database>({
+      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: databaseUrl, max: 4 }) }),
+      log: (event) => {
+        statements.push(event.query.sql);
+      },
+    });
+    const logger = createLogger("silent");
+    const notifications = new Notifications(databaseUrl, logger);
+    const metrics = new Metrics();
+    const auth = new AuthService(db, notifications, logger);
+    const config = loadConfig({ DATABASE_URL: databaseUrl, ADMIN_TOKEN });
+    const { services } = namespacesModule({ config, logger, db, notifications, metrics, guard: new SsrfGuard({ allowPrivate: true }) });
+    const router = new Router({ services, authenticate: auth.authenticate, keyChanges: auth.onKeyChange, logger, metrics });
+    await notifications.start();
+    const server = await startGrpcServer(router, "127.0.0.1", 0);
+    const client = createClient({ address: `127.0.0.1:${server.port}`, token: key.key });
+    try {
+      const streams = Array.from({ length: 20 }, () => streamReader(client.namespaces.watchNamespaces({})));
+      for (const stream of streams) expect((await stream.next()).snapshot).toBe(true);
+      const lookups = () => statements.filter((sql) => sql.includes('"key_hash" =')).length;
+      const before = lookups();
+
+      await a.admin.admin.revokeApiKey({ keyId: key.keyId });
+      for (const ended of await Promise.all(streams.map((s) => s.end()))) expect(ended.reason).toBe("API_KEY_REVOKED");
+      expect(lookups() - before).toBe(1);
+    } finally {
+      client.close();
+      await server.shutdown(0);
+      await notifications.stop();
+      await db.destroy();
+    }
   });
 });

@@ -1,7 +1,18 @@
+import { randomUUID } from "node:crypto";
+import { Kysely, PostgresDialect } from "kysely";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { Code } from "../src/client/index.js";
+import { NamespaceCache } from "../src/namespaces/cache.js";
 import { NAMESPACES_CHANNEL } from "../src/platform/db/channels.js";
+import { preparedMark } from "../src/platform/db/database.js";
+import { Notifications } from "../src/platform/db/notifications.js";
+import type { Database } from "../src/platform/db/schema.js";
+import { createLogger } from "../src/platform/logger.js";
+import { Metrics } from "../src/platform/metrics.js";
+import { ChangeFeed } from "../src/registry/change-feed.js";
+import { HeartbeatBatcher } from "../src/registry/heartbeats.js";
+import { InstanceCache } from "../src/registry/instance-cache.js";
 import { createAccountWithKey } from "./support/accounts.js";
 import { ADMIN_TOKEN, useTwoReplicas, type TestApp } from "./support/app.js";
 import { query } from "./support/database.js";
@@ -210,6 +221,40 @@ describe("health", () => {
 
     const empty = await failure(asNamespace.batchHeartbeat({ heartbeats: [] }));
     expect(empty.fieldViolations[0]!.field).toBe("heartbeats");
+  });
+
+  it("answers heartbeats of unknown instances without the revival transaction, in a batch with known ones", async () => {
+    await a.admin.namespaces.createNamespace({ namespace: { name: "hb-unknown" } });
+    const { instance } = await a.admin.registry.registerInstance({ namespace: "hb-unknown", service: "api", host: "h", port: 1, ttlSeconds: 60 });
+    // A batcher of its own, on a database handle that records every statement it runs.
+    const statements: string[] = [];
+    const db = new Kysely<Database>({
+      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: databaseUrl, max: 2 }) }),
+      log: (event) => {
+        statements.push(event.query.sql);
+      },
+    });
+    const logger = createLogger("silent");
+    const notifications = new Notifications(databaseUrl, logger);
+    const namespaces = new NamespaceCache(db, notifications, logger);
+    const feed = new ChangeFeed({ db, notifications, namespaces, logger, metrics: new Metrics(), checkMs: 60_000, kept: 100 });
+    const batcher = new HeartbeatBatcher(db, notifications, feed, new InstanceCache(db, notifications, feed, logger), logger);
+    await notifications.start();
+    try {
+      const at = { namespace: "hb-unknown", service: "api" };
+      const [known, ...unknown] = await Promise.all([
+        batcher.renew({ ...at, instanceId: instance!.id }),
+        batcher.renew({ ...at, instanceId: randomUUID() }),
+        batcher.renew({ ...at, service: "other", instanceId: randomUUID() }),
+      ]);
+      expect(known!.expiresAt.getTime()).toBeGreaterThan(Date.now());
+      expect(unknown).toEqual([undefined, undefined]);
+      // Only instances found but not healthy take the transactional statement.
+      expect(statements.filter((s) => s.startsWith(preparedMark("renew_instances")))).toEqual([]);
+    } finally {
+      await notifications.stop();
+      await db.destroy();
+    }
   });
 
   it("refuses a heartbeat that names another namespace's instance", async () => {

@@ -1,6 +1,15 @@
 import { describe, expect, it } from "vitest";
 import { Code } from "../src/client/index.js";
 import { InstanceChangeKind, type WatchInstancesResponse } from "../gen/v1/registry_service.js";
+import { Namespace } from "../gen/v1/namespace.js";
+import { loadConfig } from "../src/config.js";
+import { namespacesModule } from "../src/namespaces/module.js";
+import { createDb } from "../src/platform/db/database.js";
+import { Notifications } from "../src/platform/db/notifications.js";
+import { createLogger } from "../src/platform/logger.js";
+import { Metrics } from "../src/platform/metrics.js";
+import { SsrfGuard } from "../src/platform/ssrf.js";
+import { ChangeFeed } from "../src/registry/change-feed.js";
 import { createAccountWithKey } from "./support/accounts.js";
 import { ADMIN_TOKEN, startTestApp, useTwoReplicas, type TestApp } from "./support/app.js";
 import { query } from "./support/database.js";
@@ -215,6 +224,39 @@ describe("WatchInstances", () => {
     expect(kindOf(await other.next())).toBe(InstanceChangeKind.INSTANCE_CHANGE_KIND_REGISTERED);
     other.cancel();
     await until(async () => (await watchers(b)) === 0, 5_000, "the ended streams to be freed");
+  });
+
+  it("re-checks a watcher's access once per change made on its own replica, as for a change made on another", async () => {
+    await a.admin.namespaces.createNamespace({ namespace: { name: "rechecked" } });
+    // A replica of its own, with only the parts that decide when a watcher's access is checked again.
+    const logger = createLogger("silent");
+    const config = loadConfig({ DATABASE_URL: databaseUrl, ADMIN_TOKEN });
+    const db = createDb(databaseUrl, 2, logger);
+    const notifications = new Notifications(databaseUrl, logger);
+    const metrics = new Metrics();
+    const { cache, service } = namespacesModule({ config, logger, db, notifications, metrics, guard: new SsrfGuard({ allowPrivate: true }) });
+    const feed = new ChangeFeed({ db, notifications, namespaces: cache, logger, metrics, checkMs: 60_000, kept: 100 });
+    await notifications.start();
+    const checks: string[] = [];
+    const stop = feed.subscribe({
+      namespace: "rechecked",
+      service: "api",
+      guards: ["rechecked"],
+      onChange: () => undefined,
+      onNamespaceChanged: (name) => checks.push(name),
+    });
+    try {
+      const admin = { accountId: "", keyId: "test", scopes: new Set(["admin"] as const), groupIds: [] };
+      // The update returns once every replica, this one included, has taken its notice.
+      await service.update(admin, Namespace.fromPartial({ name: "rechecked", comment: "here" }), ["comment"]);
+      expect(checks).toEqual(["rechecked"]);
+      await a.admin.namespaces.updateNamespace({ namespace: { name: "rechecked", comment: "there" }, updateMask: ["comment"] });
+      expect(checks).toEqual(["rechecked", "rechecked"]);
+    } finally {
+      stop();
+      await notifications.stop();
+      await db.destroy();
+    }
   });
 
   it("lets a token watch only what it may list, and ends when the export is withdrawn", async () => {

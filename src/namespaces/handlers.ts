@@ -17,8 +17,6 @@ import type { NamespaceService } from "./service.js";
 export function namespaceService(namespaces: NamespaceService) {
   const view = (row: NamespaceView, principal: Principal, withToken = false) =>
     toNamespace(row, namespaces.canEdit(principal, row), withToken);
-  /** GetNamespace answers by cached row, editable or not (the only part that depends on the caller). */
-  const gets = new WeakMap<NamespaceView, Map<boolean, GetNamespaceResponse>>();
 
   return defineService(NamespaceServiceService, "namespaces", {
     createNamespace: async (request, ctx) => ({
@@ -36,12 +34,9 @@ export function namespaceService(namespaces: NamespaceService) {
     getNamespace: async (request, ctx) => {
       const row = await namespaces.get(request.name);
       const editable = namespaces.canEdit(ctx.principal, row);
-      // The row comes from the namespace cache, which replaces rather than changes it: so does its answer.
-      let answers = gets.get(row);
-      if (!answers) gets.set(row, (answers = new Map()));
-      let response = answers.get(editable);
-      if (!response) answers.set(editable, (response = reusedResponse({ namespace: toNamespace(row, editable, false) })));
-      return response;
+      // The row comes from the namespace cache, which replaces rather than changes it; whether the
+      // caller may edit is the only part of the answer that depends on the caller.
+      return reusedResponse(row, editable, (): GetNamespaceResponse => ({ namespace: toNamespace(row, editable, false) }));
     },
 
     listNamespaces: async (request, ctx) => {

@@ -12,7 +12,7 @@ export interface NamespacesModule extends Capability {
 /** Namespaces over an in-memory cache; start() begins the cache's periodic comparison with the database. */
 export function namespacesModule({ config, db, notifications, logger, metrics }: Platform): NamespacesModule {
   const cache = new NamespaceCache(db, notifications, logger);
-  const service = new NamespaceService(db, notifications, cache, config.namespaceHistoryLimit);
+  const service = new NamespaceService(db, cache, config.namespaceHistoryLimit);
   metrics.collected("atrium_namespace_watchers", "Open WatchNamespaces streams on this replica.", "gauge", [], () => [
     { labels: {}, value: service.watchers },
   ]);

@@ -3,10 +3,8 @@ import { isDeepStrictEqual } from "node:util";
 import type { Namespace } from "../../gen/v1/namespace.js";
 import { isAdmin, type Principal } from "../platform/auth.js";
 import { checkBatchSize, settle, type BatchResult } from "../platform/batch.js";
-import { NAMESPACES_CHANNEL } from "../platform/db/channels.js";
 import { isForeignKeyViolation, type Db } from "../platform/db/database.js";
 import type { NamespaceFieldChange, NamespaceHistoryRow, NamespaceRow } from "../platform/db/schema.js";
-import type { Notifications } from "../platform/db/notifications.js";
 import { keysetPage, keysetResult, pageOf } from "../platform/paging.js";
 import {
   alreadyExists,
@@ -40,6 +38,8 @@ const HISTORY_PAGES = { defaultSize: 100, maxSize: 1000 };
 const PRUNE_EVERY = 100;
 /** The actor recorded for a change made with a namespace's own token. */
 const TOKEN_ACTOR = "namespace token";
+/** A namespace token's scopes: none, shared by every call rather than a new set each. */
+const NO_SCOPES: ReadonlySet<never> = new Set();
 /** Fields whose values the history records before and after a change. */
 const PLAIN_FIELDS = ["comment", "owners", "service_export_to", "metadata", "sync_to_global_registry"] as const;
 
@@ -58,7 +58,6 @@ export class NamespaceService {
 
   constructor(
     private readonly db: Db,
-    private readonly notifications: Notifications,
     private readonly cache: NamespaceCache,
     private readonly historyLimit: number,
   ) {}
@@ -77,7 +76,7 @@ export class NamespaceService {
   async principalOfToken(token: string): Promise<Principal> {
     const record = await this.cache.findByToken(token);
     if (!record) throw unauthenticated("invalid namespace token", "INVALID_NAMESPACE_TOKEN");
-    return { accountId: "", keyId: "", scopes: new Set(), groupIds: [], namespace: record.name };
+    return { accountId: "", keyId: "", scopes: NO_SCOPES, groupIds: [], namespace: record.name };
   }
 
   async create(principal: Principal, ns: Namespace | undefined, at = "namespace"): Promise<NamespaceView> {
@@ -363,9 +362,8 @@ export class NamespaceService {
   }
 
   /** After a committed change: this replica drops the entry at once, every other one before we return. */
-  private async announce(name: string): Promise<void> {
-    this.cache.invalidate(name);
-    await this.notifications.publish(NAMESPACES_CHANNEL, name);
+  private announce(name: string): Promise<void> {
+    return this.cache.announce(name);
   }
 
   private async afterWrite(name: string): Promise<NamespaceView> {

@@ -5,10 +5,11 @@ export type { Logger };
 
 /**
  * Lines wait in memory until this many bytes have gathered, or FLUSH_MS has passed: one write per
- * line was a system call per RPC, a tenth of a cheap call's server CPU. What is left is written
- * when the process exits; a SIGKILL loses at most FLUSH_MS of lines.
+ * line was a system call per RPC, a tenth of a cheap call's server CPU, and a write of 8 KiB still
+ * cost about 0.9 µs of CPU per line against 0.3 µs for 64 KiB. What is left is written when the
+ * process exits; a SIGKILL loses at most FLUSH_MS of lines.
  */
-const BUFFER_BYTES = 8 * 1024;
+const BUFFER_BYTES = 64 * 1024;
 const FLUSH_MS = 100;
 
 /** One JSON line per event on stdout. */
@@ -17,11 +18,27 @@ export function createLogger(level: LogLevel, destination?: NodeJS.WritableStrea
     {
       level,
       base: { service: "atrium" },
-      timestamp: pino.stdTimeFunctions.isoTime,
+      timestamp: isoTime,
       formatters: { level: (label) => ({ level: label }) },
     },
     destination ?? new LineBatcher(pino.destination({ sync: false })),
   );
+}
+
+let lastMs = 0;
+let lastTime = "";
+
+/**
+ * pino's isoTime, formatted once per millisecond: under load a dozen lines share each one, and
+ * toISOString was 2 % of a cheap call's server CPU.
+ */
+function isoTime(): string {
+  const now = Date.now();
+  if (now !== lastMs) {
+    lastMs = now;
+    lastTime = `,"time":"${new Date(now).toISOString()}"`;
+  }
+  return lastTime;
 }
 
 const batchers = new Set<LineBatcher>();

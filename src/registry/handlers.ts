@@ -16,7 +16,6 @@ import type { RegistryService } from "./service.js";
 const INDEX_HEADER = "x-atrium-index";
 
 export function registryService(registry: RegistryService) {
-  const listings = new WeakMap<readonly InstanceView[], ListInstancesResponse>();
   return defineService(
     RegistryServiceService,
     "namespaces",
@@ -62,10 +61,8 @@ export function registryService(registry: RegistryService) {
       listInstances: async (request, ctx) => {
         const { rows, index } = await registry.listInstances(ctx.principal, request, ctx.signal);
         ctx.setResponseHeader(INDEX_HEADER, String(index));
-        // The rows come from the instance cache, unchanged until it drops them: so does their response.
-        let response = listings.get(rows);
-        if (!response) listings.set(rows, (response = reusedResponse({ instances: rows.map((i) => toInstance(request.namespace, i)) })));
-        return response;
+        // The rows come from the instance cache, which replaces rather than changes them (one array per service).
+        return reusedResponse(rows, undefined, (): ListInstancesResponse => ({ instances: rows.map((i) => toInstance(request.namespace, i)) }));
       },
 
       deleteService: async (request, ctx) => {

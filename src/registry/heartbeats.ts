@@ -40,19 +40,18 @@ export class HeartbeatBatcher {
 
   private async write(targets: HeartbeatTarget[]): Promise<(HeartbeatOutcome | undefined)[]> {
     try {
-      const unique = [...new Map(targets.map((t) => [t.instanceId, t])).values()];
+      const unique = new Map(targets.map((t) => [t.instanceId, t]));
       // Most heartbeats renew a healthy instance, which changes nothing a watcher sees: one
-      // statement, committed on its own. The rest (instances to revive, or not found) take a
-      // transaction that records the revivals with them.
-      const outcomes = await renewInstances(this.db, unique, { healthyOnly: true });
-      const renewedNow = new Set(outcomes.map((o) => o.instanceId));
-      const rest = unique.filter((t) => !renewedNow.has(t.instanceId));
+      // statement, committed on its own. Instances it found but left alone (not healthy) take a
+      // transaction that records their revival with it; those it did not find need nothing more, so
+      // a client sending unknown ids does not slow the batches it shares.
+      const { renewed: outcomes, leftAlone } = await renewInstances(this.db, [...unique.values()], { healthyOnly: true });
       let revision: number | undefined;
-      if (rest.length > 0) {
+      if (leftAlone.length > 0) {
         const revived = await this.db.transaction().execute(async (tx) => {
-          const renewals = await renewInstances(tx, rest, { healthyOnly: false });
-          revision = await recordChanges(tx, renewals.filter((o) => o.revived).map((o) => ({ instanceId: o.instanceId, kind: "revived" as const })));
-          return renewals;
+          const { renewed } = await renewInstances(tx, leftAlone.map((id) => unique.get(id)!), { healthyOnly: false });
+          revision = await recordChanges(tx, renewed.filter((o) => o.revived).map((o) => ({ instanceId: o.instanceId, kind: "revived" as const })));
+          return renewed;
         });
         outcomes.push(...revived);
       }

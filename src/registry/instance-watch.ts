@@ -97,7 +97,10 @@ export class InstanceWatch {
     return was || now;
   }
 
-  /** Sends where the watcher starts; returns the revision it covers. */
+  /**
+   * Sends the list where the watcher starts, or queues the changes it missed ahead of any the feed
+   * brought meanwhile; returns the revision the watcher has seen.
+   */
   private async start(send: (event: WatchEvent) => Promise<void>): Promise<number> {
     const { db, request, namespaceId } = this.options;
     const start = await db
@@ -116,11 +119,12 @@ export class InstanceWatch {
         // access check that its deletion triggers ends the stream.
         return { revision: state.revision, snapshot: await listInstances(tx, namespaceId, request.service, request.healthyOnly) };
       });
-    if (start.snapshot) {
-      for (const instance of start.snapshot) this.visible.add(instance.id);
-      await send({ revision: start.revision, snapshot: start.snapshot });
+    if (start.changes) {
+      this.queue.unshift(...start.changes);
+      return request.revision;
     }
-    for (const change of start.changes ?? []) if (isInstanceChange(change)) await send({ revision: change.revision, change });
+    for (const instance of start.snapshot) this.visible.add(instance.id);
+    await send({ revision: start.revision, snapshot: start.snapshot });
     return start.revision;
   }
 

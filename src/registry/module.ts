@@ -14,7 +14,7 @@ export function registryModule(platform: Platform, namespaces: NamespaceCache): 
   const feed = new ChangeFeed({ db, notifications, namespaces, logger, metrics, checkMs: config.cacheCheckMs, kept: config.registryChangesKept });
   const instances = new InstanceCache(db, notifications, feed, logger);
   const heartbeats = new HeartbeatBatcher(db, notifications, feed, instances, logger);
-  const service = new RegistryService({ db, notifications, namespaces, heartbeats, feed, instances });
+  const service = new RegistryService({ db, namespaces, heartbeats, feed, instances });
   const sweeper = new ExpirySweeper({ db, notifications, feed, logger, intervalMs: config.expirySweepMs });
   return {
     services: [registryService(service)],

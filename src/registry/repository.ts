@@ -152,42 +152,59 @@ export interface HeartbeatOutcome {
   revived: boolean;
 }
 
+/** What renewInstances did: the instances it renewed, and those it found but left alone. */
+export interface Renewals {
+  renewed: HeartbeatOutcome[];
+  /** Ids of instances found in their namespace and service and not renewed (not healthy, with `healthyOnly`). */
+  leftAlone: string[];
+}
+
 /**
  * Renews many instances in one statement; with `healthyOnly`, only those that are healthy now (their
  * renewal changes nothing a watcher sees, so it needs no change record and no transaction of its
  * own). Rows are locked in id order so concurrent batches (from several replicas) cannot deadlock;
- * an instance is renewed only when it belongs to the named namespace and service.
+ * an instance is renewed only when it belongs to the named namespace and service. The instances
+ * found but not renewed are told apart from those not found at all, which need nothing more.
  */
-export async function renewInstances(db: Db, targets: HeartbeatTarget[], { healthyOnly }: { healthyOnly: boolean }): Promise<HeartbeatOutcome[]> {
+export async function renewInstances(db: Db, targets: HeartbeatTarget[], { healthyOnly }: { healthyOnly: boolean }): Promise<Renewals> {
   // Two fixed texts, each prepared once per connection: planning cost a third of the statement.
-  const result = await sql<{ id: string; namespace: string; expires_at: Date; was_healthy: boolean }>`${prepared(healthyOnly ? "renew_healthy_instances" : "renew_instances")}
+  const result = await sql<{ id: string; namespace: string; expires_at: Date | null; was_healthy: boolean }>`${prepared(healthyOnly ? "renew_healthy_instances" : "renew_instances")}
     with req as (
       select * from unnest(${targets.map((t) => t.instanceId)}::uuid[], ${targets.map((t) => t.namespace)}::text[],
                            ${targets.map((t) => t.service)}::text[]) as r(id, ns, svc)
-    ), prev as (
-      select i.id, i.healthy, n.name as namespace
+    ), found as (
+      select i.id, n.name as namespace
       from instances i
       join services s on s.id = i.service_id
       join namespaces n on n.id = s.namespace_id
       join req on req.id = i.id and req.ns = n.name and req.svc = s.name
+    ), prev as (
+      select i.id, i.healthy, found.namespace
+      from instances i
+      join found on found.id = i.id
       where ${healthyOnly ? sql`i.healthy` : sql`true`}
       order by i.id
       for update of i
+    ), renewed as (
+      update instances i
+      set last_heartbeat_at = now(), expires_at = now() + make_interval(secs => i.ttl_seconds), healthy = true
+      from prev
+      where i.id = prev.id
+        -- A heartbeat lost in a crash costs at most one TTL of health: its transaction (the change
+        -- record included) commits without waiting for the disk.
+        and ${withoutFlushWait}
+      returning i.id, prev.namespace, i.expires_at, prev.healthy as was_healthy
     )
-    update instances i
-    set last_heartbeat_at = now(), expires_at = now() + make_interval(secs => i.ttl_seconds), healthy = true
-    from prev
-    where i.id = prev.id
-      -- A heartbeat lost in a crash costs at most one TTL of health: its transaction (the change
-      -- record included) commits without waiting for the disk.
-      and ${withoutFlushWait}
-    returning i.id, prev.namespace, i.expires_at, prev.healthy as was_healthy`.execute(db);
-  return result.rows.map((r) => ({
-    instanceId: r.id,
-    namespace: r.namespace,
-    expiresAt: r.expires_at,
-    revived: !r.was_healthy,
-  }));
+    select id, namespace, expires_at, was_healthy from renewed
+    union all
+    select id, namespace, null, false from found where id not in (select id from renewed)`.execute(db);
+  const renewed: HeartbeatOutcome[] = [];
+  const leftAlone: string[] = [];
+  for (const r of result.rows) {
+    if (r.expires_at === null) leftAlone.push(r.id);
+    else renewed.push({ instanceId: r.id, namespace: r.namespace, expiresAt: r.expires_at, revived: !r.was_healthy });
+  }
+  return { renewed, leftAlone };
 }
 
 /** Marks instances whose TTL ran out unhealthy; returns them with their namespaces. */
@@ -209,30 +226,35 @@ export async function instanceIdsOf(db: Db, namespaceId: string, service: string
   return rows.map((r) => r.id);
 }
 
-export interface InstanceChange {
-  instanceId: string;
-  kind: InstanceChangeKind;
-}
+/** A change to one instance, or the deletion of a service that had none (which no instance change would show). */
+export type InstanceChange =
+  | { instanceId: string; kind: InstanceChangeKind }
+  | { kind: "service_deleted"; namespace: string; service: string };
 
 /**
- * Records the instances as they stand in this transaction under new revisions, one per change.
- * Taking the revisions locks the revision row until commit, so this is the transaction's last
- * statement (a deregistration deletes right after). Returns the last revision, if any was taken.
+ * Records the changes under new revisions, one each: an instance as it stands in this transaction,
+ * a deleted service by its names. Taking the revisions locks the revision row until commit, so this
+ * is the transaction's last statement (a deletion runs right after, since the instances it names
+ * must still be there). Returns the last revision, if any was taken.
  */
 export async function recordChanges(db: Db, changes: InstanceChange[]): Promise<number | undefined> {
   if (changes.length === 0) return undefined;
+  const of = (change: InstanceChange) => ("instanceId" in change ? { id: change.instanceId, ns: null, svc: null } : { id: null, ns: change.namespace, svc: change.service });
+  const rows = changes.map(of);
   const result = await sql<{ revision: number }>`
     with req as (
-      select * from unnest(${changes.map((c) => c.instanceId)}::uuid[], ${changes.map((c) => c.kind)}::text[])
-        with ordinality as r(id, kind, ord)
+      select * from unnest(${rows.map((r) => r.id)}::uuid[], ${changes.map((c) => c.kind)}::text[],
+                           ${rows.map((r) => r.ns)}::text[], ${rows.map((r) => r.svc)}::text[])
+        with ordinality as r(id, kind, ns, svc, ord)
     ), rev as (
       update registry_revision set revision = revision + ${changes.length} returning revision
     ), ins as (
       insert into registry_changes (revision, namespace, service, kind, instance)
-      select rev.revision - ${changes.length} + req.ord, n.name, s.name, req.kind,
-             to_jsonb(i) || jsonb_build_object('service_name', s.name)
+      select rev.revision - ${changes.length} + req.ord, coalesce(n.name, req.ns), coalesce(s.name, req.svc), req.kind,
+             case when req.id is null then '{}'::jsonb else to_jsonb(i) || jsonb_build_object('service_name', s.name) end
       from req cross join rev
-      join instances i on i.id = req.id join services s on s.id = i.service_id join namespaces n on n.id = s.namespace_id
+      left join instances i on i.id = req.id left join services s on s.id = i.service_id left join namespaces n on n.id = s.namespace_id
+      where req.id is null or i.id is not null
     )
     select revision from rev`.execute(db);
   return result.rows[0]?.revision;
@@ -241,21 +263,6 @@ export async function recordChanges(db: Db, changes: InstanceChange[]): Promise<
 /** The last revision handed out, and the newest one whose change is no longer kept. */
 export async function revisionState(db: Db): Promise<{ revision: number; pruned_through: number }> {
   return db.selectFrom("registry_revision").select(["revision", "pruned_through"]).executeTakeFirstOrThrow();
-}
-
-/**
- * Records the deletion of a service that had no instance under a new revision, so that whoever
- * follows the namespace sees it; as recordChanges, the transaction's last statement. Returns the revision.
- */
-export async function recordServiceDeletion(db: Db, namespace: string, service: string): Promise<number> {
-  const result = await sql<{ revision: number }>`
-    with rev as (
-      update registry_revision set revision = revision + 1 returning revision
-    )
-    insert into registry_changes (revision, namespace, service, kind, instance)
-    select revision, ${namespace}, ${service}, 'service_deleted', '{}'::jsonb from rev
-    returning revision`.execute(db);
-  return result.rows[0]!.revision;
 }
 
 /** A recorded change to an instance, the instance read back into a row. */

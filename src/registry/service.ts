@@ -12,9 +12,7 @@ import type {
 import type { Duration } from "../../gen/google/protobuf/duration.js";
 import { isAdmin, type Principal } from "../platform/auth.js";
 import { checkBatchSize, settle, type BatchResult } from "../platform/batch.js";
-import { NAMESPACES_CHANNEL } from "../platform/db/channels.js";
 import type { Db } from "../platform/db/database.js";
-import type { Notifications } from "../platform/db/notifications.js";
 import { Code, notFound, permissionDenied, RpcError, unauthenticated, Violations } from "../platform/errors.js";
 import { isUuid } from "../platform/ids.js";
 import { pageOf } from "../platform/paging.js";
@@ -43,7 +41,6 @@ const MAX_WAIT_MS = 10 * 60_000;
 
 export interface RegistryServiceOptions {
   db: Db;
-  notifications: Notifications;
   /** The namespace cache, whose counts registry writes change. */
   namespaces: NamespaceCache;
   heartbeats: HeartbeatBatcher;
@@ -58,15 +55,13 @@ export interface RegistryServiceOptions {
  */
 export class RegistryService {
   private readonly db: Db;
-  private readonly notifications: Notifications;
   private readonly namespaces: NamespaceCache;
   private readonly heartbeats: HeartbeatBatcher;
   private readonly feed: ChangeFeed;
   private readonly instances: InstanceCache;
 
-  constructor({ db, notifications, namespaces, heartbeats, feed, instances }: RegistryServiceOptions) {
+  constructor({ db, namespaces, heartbeats, feed, instances }: RegistryServiceOptions) {
     this.db = db;
-    this.notifications = notifications;
     this.namespaces = namespaces;
     this.heartbeats = heartbeats;
     this.feed = feed;
@@ -108,10 +103,7 @@ export class RegistryService {
       return {
         value: undefined,
         changes: [{ instanceId: instance.id, kind: "deregistered" }],
-        deletion: async () => {
-          await repo.deleteInstance(tx, instance.id);
-          return undefined;
-        },
+        deletion: () => repo.deleteInstance(tx, instance.id),
       };
     });
   }
@@ -210,13 +202,15 @@ export class RegistryService {
       const ids = await repo.instanceIdsOf(tx, namespaceId, request.service);
       return {
         value: undefined,
-        changes: ids.map((instanceId): InstanceChange => ({ instanceId, kind: "deregistered" })),
+        // Without instances no instance changes, yet the namespace's services do.
+        changes:
+          ids.length > 0
+            ? ids.map((instanceId): InstanceChange => ({ instanceId, kind: "deregistered" }))
+            : [{ kind: "service_deleted", namespace: request.namespace, service: request.service }],
         deletion: async () => {
           if (!(await repo.deleteService(tx, namespaceId, request.service))) {
             throw serviceNotFound(request.namespace, request.service);
           }
-          // Without instances there was no change to record, yet the namespace's services did change.
-          return ids.length === 0 ? repo.recordServiceDeletion(tx, request.namespace, request.service) : undefined;
         },
       };
     });
@@ -252,29 +246,28 @@ export class RegistryService {
 
   /**
    * Runs a change in one transaction that holds the namespace (so it cannot be deleted meanwhile),
-   * records the instance changes it made, then runs its `deletion` (recording reads the rows a
-   * change names, so what it deletes must still be there; the deletion returns the revision of
-   * anything it records itself), tells every replica's namespace cache that its counts changed and
-   * the change feeds that there is a new revision.
+   * records the changes it made, then runs its `deletion` (recording reads the rows a change names,
+   * so what it deletes must still be there), tells every replica's namespace cache that its counts
+   * changed and the change feeds that there is a new revision.
    */
   private async write<T>(
     namespace: string,
     change: (
       tx: Db,
       namespaceId: string,
-    ) => Promise<{ value: T; changes: InstanceChange[]; deletion?: () => Promise<number | undefined> }>,
+    ) => Promise<{ value: T; changes: InstanceChange[]; deletion?: () => Promise<void> }>,
   ): Promise<T> {
     const { value, revision } = await this.db.transaction().execute(async (tx) => {
       const namespaceId = await repo.lockNamespaceShared(tx, namespace);
       if (!namespaceId) throw namespaceNotFound(namespace);
       const { value, changes, deletion } = await change(tx, namespaceId);
-      const recorded = await repo.recordChanges(tx, changes);
-      return { value, revision: (await deletion?.()) ?? recorded };
+      const revision = await repo.recordChanges(tx, changes);
+      await deletion?.();
+      return { value, revision };
     });
-    this.namespaces.invalidate(namespace);
     this.instances.invalidate(namespace);
     this.feed.announce(revision);
-    await this.notifications.publish(NAMESPACES_CHANNEL, namespace);
+    await this.namespaces.announce(namespace);
     return value;
   }
 

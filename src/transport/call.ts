@@ -84,19 +84,37 @@ export function requestIdOf(incoming: unknown): string {
   return typeof incoming === "string" && REQUEST_ID.test(incoming) ? incoming : randomUUID();
 }
 
-const reused = new WeakSet<object>();
+/** On a reused response: its protobuf bytes once encoded, null until then. */
+const ENCODED = Symbol("encoded");
+type Reused = { [ENCODED]?: Buffer | null };
+
+/** Reused responses by what they were built from, then by whatever else they depend on. */
+const reused = new WeakMap<object, Map<unknown, object>>();
 
 /**
- * Marks a response that a handler hands out, unchanged, to many calls (it comes from a cache): the
- * Router encodes it once for all of them. Nothing may change it afterwards.
+ * The response `build` makes from `source`, a cached value that is replaced rather than changed (a
+ * namespace row, a service's instance list), for `variant` (what else it depends on, such as
+ * whether the caller may edit): built once and handed, unchanged, to every call asking with the same
+ * source and variant, and encoded once for all of them (see encodedOnce). It goes when its source
+ * does. Nothing may change it afterwards.
  */
-export function reusedResponse<T extends object>(response: T): T {
-  reused.add(response);
+export function reusedResponse<T extends object>(source: object, variant: unknown, build: () => T): T {
+  let variants = reused.get(source);
+  if (!variants) reused.set(source, (variants = new Map()));
+  let response = variants.get(variant) as T | undefined;
+  if (!response) {
+    response = build();
+    // A symbol key: invisible to the encoders and to JSON, unlike a field.
+    (response as Reused)[ENCODED] = null;
+    variants.set(variant, response);
+  }
   return response;
 }
 
-export function isReusedResponse(response: unknown): response is object {
-  return typeof response === "object" && response !== null && reused.has(response);
+/** The response's bytes: `encode` makes them, once only for a reused response. */
+export function encodedOnce(response: unknown, encode: (response: unknown) => Buffer): Buffer {
+  if (typeof response !== "object" || response === null || !(ENCODED in response)) return encode(response);
+  return ((response as Reused)[ENCODED] ??= encode(response));
 }
 
 export interface CallResult<Res> {

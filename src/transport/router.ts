@@ -1,10 +1,10 @@
 import type { MethodDefinition } from "@grpc/grpc-js";
 import type { DescMethod } from "@bufbuild/protobuf";
-import { hasScope, type Authenticator, type KeyChanges, type Principal } from "../platform/auth.js";
+import { hasScope, type Authenticator, type Credential, type KeyChanges, type Principal } from "../platform/auth.js";
 import { Code, internalError, permissionDenied, RpcError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
 import type { Counter, Histogram, Metrics } from "../platform/metrics.js";
-import { isReusedResponse, type CallContext, type CallResult, type IncomingCall, type RequiredScope, type ServiceImplementation } from "./call.js";
+import { encodedOnce, type CallContext, type CallResult, type IncomingCall, type RequiredScope, type ServiceImplementation } from "./call.js";
 import { registry } from "./descriptors.js";
 import { decodeRequest } from "./request-decoder.js";
 
@@ -27,9 +27,6 @@ export interface RoutedMethod {
   /** As invoke, for a server-streaming method: `send` gets each response with the response headers. */
   stream(request: Uint8Array, call: IncomingCall, send: (response: unknown, headers: Record<string, string>) => Promise<void>): Promise<void>;
 }
-
-/** Encoded reused responses; an entry goes when its response is no longer held by any cache. */
-const encodings = new WeakMap<object, Buffer>();
 
 /** A unary or server-streaming handler, as the Router calls it (`send` only for streams). */
 type AnyHandler = (request: unknown, ctx: CallContext, send?: (response: unknown) => Promise<void>) => Promise<unknown>;
@@ -54,7 +51,8 @@ export class Router {
   private readonly requests: Counter<"method" | "code" | "transport">;
   private readonly durations: Histogram<"method" | "transport">;
   private readonly authenticate: Authenticator;
-  private readonly keyChanges: KeyChanges;
+  /** Open streams by the id of the API key they authenticated with: the controller that ends each, and its credential. */
+  private readonly streamsByKey = new Map<string, Map<AbortController, Credential | undefined>>();
   /** Each method's log line fields that never change, serialised once (pino children) rather than per call. */
   private readonly callLoggers = new Map<string, Record<IncomingCall["transport"], Logger>>();
   /** Also used by the transports for faults outside any call. */
@@ -62,7 +60,7 @@ export class Router {
 
   constructor({ services, authenticate, keyChanges, logger, metrics }: RouterOptions) {
     this.authenticate = authenticate;
-    this.keyChanges = keyChanges;
+    keyChanges((changed) => this.checkKeysAgain(changed));
     this.logger = logger;
     this.requests = metrics.counter("atrium_rpc_requests_total", "Calls finished, by method, status code and transport.", [
       "method",
@@ -81,6 +79,7 @@ export class Router {
         const [, serviceName, methodName] = definition.path.split("/");
         const descriptor = registry.getService(serviceName!)?.methods.find((m) => m.name === methodName);
         if (!descriptor) throw new Error(`${definition.path} is missing from the descriptor set`);
+        const unary = (request: unknown, ctx: CallContext) => handler(request, ctx);
         const method: RoutedMethod = {
           path: definition.path,
           key,
@@ -88,23 +87,12 @@ export class Router {
           descriptor,
           service,
           responseStream: definition.responseStream,
-          serialize: (response) => {
-            if (!isReusedResponse(response)) return definition.responseSerialize(response);
-            let bytes = encodings.get(response);
-            if (!bytes) encodings.set(response, (bytes = definition.responseSerialize(response)));
-            return bytes;
-          },
-          invoke: async (request, call) => {
-            let response: unknown;
-            const headers = await this.run(method, scope, request, call, async (decoded, ctx) => {
-              response = await handler(decoded, ctx);
-            });
-            return { response, headers };
-          },
+          serialize: (response) => encodedOnce(response, definition.responseSerialize),
+          invoke: (request, call) => this.run(method, scope, request, call, unary),
           stream: async (request, call, send) => {
-            await this.run(method, scope, request, call, async (decoded, ctx, headers) => {
-              await handler(decoded, ctx, (response) => send(response, headers));
-            });
+            await this.run(method, scope, request, call, (decoded, ctx, headers) =>
+              handler(decoded, ctx, (response) => send(response, headers)),
+            );
           },
         };
         this.methods.set(definition.path, method);
@@ -114,14 +102,14 @@ export class Router {
     }
   }
 
-  /** Runs `body` inside the chain; returns the response headers. */
+  /** Runs `body` inside the chain; returns what it returned, with the response headers. */
   private async run(
     method: RoutedMethod,
     scope: RequiredScope,
     bytes: Uint8Array,
     call: IncomingCall,
-    body: (request: unknown, ctx: CallContext, headers: Record<string, string>) => Promise<void>,
-  ): Promise<Record<string, string>> {
+    body: (request: unknown, ctx: CallContext, headers: Record<string, string>) => Promise<unknown>,
+  ): Promise<CallResult<unknown>> {
     const { path, service } = method;
     const started = performance.now();
     const { requestId } = call;
@@ -129,11 +117,12 @@ export class Router {
     // The transport's signal is the call's, unless the call can end for reasons of its own: its
     // deadline passing, or (a stream) its API key being revoked meanwhile.
     const own = call.deadline !== undefined || method.responseStream ? new AbortController() : undefined;
-    const cleanups: (() => void)[] = [];
+    // Most calls have nothing to clean up: no array for them.
+    let cleanups: (() => void)[] | undefined;
     if (own) {
       const onAbort = () => own.abort(call.signal.reason);
       call.signal.addEventListener("abort", onAbort, { once: true });
-      cleanups.push(() => call.signal.removeEventListener("abort", onAbort));
+      cleanups = [() => call.signal.removeEventListener("abort", onAbort)];
     }
     let principal: Principal | undefined;
     try {
@@ -142,7 +131,7 @@ export class Router {
         const remaining = call.deadline - Date.now();
         if (remaining <= 0) throw new RpcError(Code.DEADLINE_EXCEEDED, "deadline exceeded before the call started");
         const timer = setTimeout(() => own.abort(new Error("deadline exceeded")), remaining);
-        cleanups.push(() => clearTimeout(timer));
+        cleanups!.push(() => clearTimeout(timer));
       }
       principal = await this.authenticate(call.credential);
       if (principal.namespace !== undefined) {
@@ -152,24 +141,12 @@ export class Router {
       } else if (scope !== "authenticated" && !hasScope(principal, scope)) {
         throw permissionDenied(`this API key lacks the "${scope}" scope`, "MISSING_SCOPE");
       }
-      if (own && method.responseStream && principal.keyId !== "") cleanups.push(this.endWhenKeyWithdrawn(principal.keyId, call, own));
-      const ctx: CallContext = {
-        method: path,
-        requestId,
-        principal,
-        // Read only by the handlers that wait (a transport may make its signal on first use).
-        get signal() {
-          return own?.signal ?? call.signal;
-        },
-        logger: this.logger,
-        setResponseHeader: (name, value) => {
-          headers[name.toLowerCase()] = value;
-        },
-      };
-      await body(request, ctx, headers);
+      if (own && method.responseStream && principal.keyId !== "") cleanups!.push(this.endWhenKeyWithdrawn(principal.keyId, call.credential, own));
+      const ctx = new RoutedCallContext(path, requestId, principal, this.logger, headers, call, own);
+      const response = await body(request, ctx, headers);
       if (deadlinePassed(own, call)) throw new RpcError(Code.DEADLINE_EXCEEDED, "deadline exceeded");
       this.record(method, call, requestId, principal, Code.OK, started);
-      return headers;
+      return { response, headers };
     } catch (error) {
       // A stream cut short by its deadline throws whatever its handler makes of the abort.
       const rpcError = deadlinePassed(own, call)
@@ -178,7 +155,7 @@ export class Router {
       this.record(method, call, requestId, principal, rpcError.code, started, rpcError);
       throw rpcError;
     } finally {
-      for (const cleanup of cleanups) cleanup();
+      if (cleanups) for (const cleanup of cleanups) cleanup();
     }
   }
 
@@ -187,14 +164,33 @@ export class Router {
    * replica, the key is checked again, and a refusal (revoked, expired) ends the stream with it.
    * Returns the function that stops watching.
    */
-  private endWhenKeyWithdrawn(keyId: string, call: IncomingCall, own: AbortController): () => void {
-    return this.keyChanges((changed) => {
-      if (changed !== undefined && changed !== keyId) return;
-      this.authenticate(call.credential).catch((error: unknown) => {
-        if (error instanceof RpcError) own.abort(error);
-        else this.logger.warn({ event: "stream_key_check_failed", request_id: call.requestId, err: error }, "could not check a stream's API key again");
+  private endWhenKeyWithdrawn(keyId: string, credential: Credential | undefined, own: AbortController): () => void {
+    let streams = this.streamsByKey.get(keyId);
+    if (!streams) this.streamsByKey.set(keyId, (streams = new Map()));
+    streams.set(own, credential);
+    return () => {
+      streams.delete(own);
+      if (streams.size === 0 && this.streamsByKey.get(keyId) === streams) this.streamsByKey.delete(keyId);
+    };
+  }
+
+  /**
+   * Checks the changed key (undefined: every key) once for all the streams it opened, which present
+   * the same key: a stream each cost a thousand lookups at once for a thousand streams.
+   */
+  private checkKeysAgain(changed: string | undefined): void {
+    const affected = changed === undefined ? [...this.streamsByKey] : [[changed, this.streamsByKey.get(changed)] as const];
+    for (const [keyId, streams] of affected) {
+      const [credential] = streams?.values() ?? [];
+      if (!streams || !credential) continue;
+      this.authenticate(credential).catch((error: unknown) => {
+        if (!(error instanceof RpcError)) {
+          this.logger.warn({ event: "stream_key_check_failed", key_id: keyId, streams: streams.size, err: error }, "could not check the API key of streams again");
+          return;
+        }
+        for (const own of [...streams.keys()]) own.abort(error);
       });
-    });
+    }
   }
 
   private toRpcError(error: unknown, path: string, requestId: string): RpcError {
@@ -217,14 +213,39 @@ export class Router {
     // Only routed paths get here, so the method label takes a bounded set of values.
     this.requests.inc({ method: method.path, code: Code[code], transport });
     this.durations.observe({ method: method.path, transport }, ms / 1000);
-    const fields = {
+    const fields: Record<string, unknown> = {
       code: Code[code],
       duration_ms: Math.round(ms * 1000) / 1000,
       request_id: requestId,
       account_id: principal?.accountId,
-      ...(error ? { reason: error.reason, message: error.message } : {}),
     };
+    if (error) {
+      fields.reason = error.reason;
+      fields.message = error.message;
+    }
     this.callLoggers.get(method.path)![transport].info(fields, "rpc");
+  }
+}
+
+/** What a handler gets; a class rather than an object literal, so that a call makes no closures for it. */
+class RoutedCallContext implements CallContext {
+  constructor(
+    readonly method: string,
+    readonly requestId: string,
+    readonly principal: Principal,
+    readonly logger: Logger,
+    private readonly headers: Record<string, string>,
+    private readonly call: IncomingCall,
+    private readonly own: AbortController | undefined,
+  ) {}
+
+  /** Read only by the handlers that wait (a transport may make its signal on first use). */
+  get signal(): AbortSignal {
+    return this.own?.signal ?? this.call.signal;
+  }
+
+  setResponseHeader(name: string, value: string): void {
+    this.headers[name.toLowerCase()] = value;
   }
 }
 

@@ -1,7 +1,7 @@
 import { HealthCheckRequest } from "../../gen/health/v1/health.js";
 import { BatchHeartbeatRequest, HeartbeatRequest, ListInstancesRequest } from "../../gen/v1/registry_service.js";
 import { createClient } from "../../src/client/index.js";
-import { quantile, runLoad, type LoadResult } from "./load.js";
+import { quantile, runInterleaved, runLoad, type LoadResult } from "./load.js";
 import { RawClient } from "./raw-client.js";
 import type { ServerProcess } from "./server-process.js";
 
@@ -12,6 +12,8 @@ const CONCURRENCY = 64;
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 10_000);
 /** Heartbeats per BatchHeartbeat call: one agent renewing the instances on its host. */
 export const HEARTBEATS_PER_BATCH = 100;
+/** Turns of the no-op and Heartbeat. */
+const SLICES = 10;
 
 /**
  * 10,000 registered instances (10 namespaces x 10 services x 100), each namespace's agents
@@ -69,15 +71,20 @@ export async function benchRegistry(server: ServerProcess, adminToken: string): 
       }
     }
     return [
-      await runLoad("no-op (grpc.health.v1.Health/Check)", () => raw.call("/grpc.health.v1.Health/Check", health), options),
-      await runLoad(
-        `Heartbeat (${heartbeats.length} instances)`,
-        (i) => {
-          const { token, request } = heartbeats[(i * 7919) % heartbeats.length]!;
-          return clients.get(token)!.call("/v1.RegistryService/Heartbeat", request);
-        },
-        options,
-      ),
+      // Heartbeat's target is a ratio to the no-op: the two take turns (see runInterleaved).
+      ...(await runInterleaved(
+        [
+          { name: "no-op (grpc.health.v1.Health/Check)", call: () => raw.call("/grpc.health.v1.Health/Check", health) },
+          {
+            name: `Heartbeat (${heartbeats.length} instances)`,
+            call: (i) => {
+              const { token, request } = heartbeats[(i * 7919) % heartbeats.length]!;
+              return clients.get(token)!.call("/v1.RegistryService/Heartbeat", request);
+            },
+          },
+        ],
+        { ...options, slices: SLICES },
+      )),
       await runLoad(
         `BatchHeartbeat (${HEARTBEATS_PER_BATCH} per call)`,
         (i) => {
