@@ -207,6 +207,8 @@ describe("health", () => {
         { namespace: "batch-other", service: "api", instanceId: theirs.instance!.id },
         { namespace: "batch-hb", service: "api", instanceId: "00000000-0000-0000-0000-000000000000" },
         { namespace: "batch-hb", service: "", instanceId: mine.instance!.id },
+        // The right instance under another service, in the same batch as its right heartbeat.
+        { namespace: "batch-hb", service: "web", instanceId: mine.instance!.id },
       ],
     });
     expect(results.map((r) => r.status!.code)).toEqual([
@@ -214,10 +216,11 @@ describe("health", () => {
       Code.PERMISSION_DENIED,
       Code.NOT_FOUND,
       Code.INVALID_ARGUMENT,
+      Code.NOT_FOUND,
     ]);
     expect(results[0]!.expireTime!.getTime()).toBeGreaterThan(Date.now() + 25_000);
     expect(results[3]!.status!.message).toContain("heartbeats[3].service");
-    expect(results.map((r) => r.instanceId)).toEqual([mine.instance!.id, theirs.instance!.id, "00000000-0000-0000-0000-000000000000", mine.instance!.id]);
+    expect(results.map((r) => r.instanceId)).toEqual([mine.instance!.id, theirs.instance!.id, "00000000-0000-0000-0000-000000000000", mine.instance!.id, mine.instance!.id]);
 
     const empty = await failure(asNamespace.batchHeartbeat({ heartbeats: [] }));
     expect(empty.fieldViolations[0]!.field).toBe("heartbeats");

@@ -40,7 +40,9 @@ export class HeartbeatBatcher {
 
   private async write(targets: HeartbeatTarget[]): Promise<(HeartbeatOutcome | undefined)[]> {
     try {
-      const unique = new Map(targets.map((t) => [t.instanceId, t]));
+      // One target per instance id and place: a second heartbeat naming the same id under another
+      // service (a misbehaving client) must not replace the right one in the batch.
+      const unique = new Map(targets.map((t) => [placeOf(t), t]));
       // Most heartbeats renew a healthy instance, which changes nothing a watcher sees: one
       // statement, committed on its own. Instances it found but left alone (not healthy) take a
       // transaction that records their revival with it; those it did not find need nothing more, so
@@ -49,7 +51,8 @@ export class HeartbeatBatcher {
       let revision: number | undefined;
       if (leftAlone.length > 0) {
         const revived = await this.db.transaction().execute(async (tx) => {
-          const { renewed } = await renewInstances(tx, leftAlone.map((id) => unique.get(id)!), { healthyOnly: false });
+          const ids = new Set(leftAlone);
+          const { renewed } = await renewInstances(tx, [...unique.values()].filter((t) => ids.has(t.instanceId)), { healthyOnly: false });
           revision = await recordChanges(tx, renewed.filter((o) => o.revived).map((o) => ({ instanceId: o.instanceId, kind: "revived" as const })));
           return renewed;
         });
@@ -64,19 +67,17 @@ export class HeartbeatBatcher {
         outcomes.filter((o) => o.revived).map((o) => o.namespace),
       );
       // A target naming the right instance under the wrong namespace or service finds nothing.
-      const byId = new Map(outcomes.map((o) => [o.instanceId, o]));
-      const found = new Map(
-        targets.flatMap((t) => {
-          const outcome = byId.get(t.instanceId);
-          return outcome && outcome.namespace === t.namespace ? [[t.instanceId, outcome]] : [];
-        }),
-      );
-      return targets.map((t) => found.get(t.instanceId));
+      const found = new Map(outcomes.map((o) => [placeOf({ instanceId: o.instanceId, namespace: o.namespace, service: o.service }), o]));
+      return targets.map((t) => found.get(placeOf(t)));
     } catch (error) {
       this.logger.error({ event: "heartbeat_batch_failed", size: targets.length, err: error }, "heartbeat batch failed");
       throw error;
     }
   }
+}
+
+function placeOf({ instanceId, namespace, service }: HeartbeatTarget): string {
+  return `${namespace}\n${service}\n${instanceId}`;
 }
 
 /** The names, newline-separated, in as few notices as fit. */
