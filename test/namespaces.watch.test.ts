@@ -1,5 +1,3 @@
-import { Kysely, PostgresDialect } from "kysely";
-import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { Code, createClient } from "../src/client/index.js";
 import { NamespaceChangeKind } from "../gen/v1/namespace_service.js";
@@ -7,7 +5,6 @@ import { AuthService } from "../src/auth/service.js";
 import { loadConfig } from "../src/config.js";
 import { namespacesModule } from "../src/namespaces/module.js";
 import { Notifications } from "../src/platform/db/notifications.js";
-import type { Database } from "../src/platform/db/schema.js";
 import { createLogger } from "../src/platform/logger.js";
 import { Metrics } from "../src/platform/metrics.js";
 import { SsrfGuard } from "../src/platform/ssrf.js";
@@ -16,6 +13,7 @@ import { Router } from "../src/transport/router.js";
 import { createAccountWithKey } from "./support/accounts.js";
 import { ADMIN_TOKEN, useTwoReplicas, type TestApp } from "./support/app.js";
 import { gauge, streamReader } from "./support/streams.js";
+import { recordingDb } from "./support/database.js";
 import { until } from "./support/expect.js";
 
 let a: TestApp;
@@ -78,13 +76,7 @@ describe("WatchNamespaces", () => {
   it("looks a withdrawn API key up once for all the streams it opened", async () => {
     const key = await createAccountWithKey(a, ["namespaces"]);
     // A replica of its own, serving WatchNamespaces on a database handle that records every statement.
-    const statements: string[] = [];
-    const db = new Kysely<Database>({
-      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: databaseUrl, max: 4 }) }),
-      log: (event) => {
-        statements.push(event.query.sql);
-      },
-    });
+    const { db, statements } = recordingDb(databaseUrl, 4);
     const logger = createLogger("silent");
     const notifications = new Notifications(databaseUrl, logger);
     const metrics = new Metrics();

@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import { Kysely, PostgresDialect } from "kysely";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { Code } from "../src/client/index.js";
@@ -7,7 +6,6 @@ import { NamespaceCache } from "../src/namespaces/cache.js";
 import { NAMESPACES_CHANNEL } from "../src/platform/db/channels.js";
 import { preparedMark } from "../src/platform/db/database.js";
 import { Notifications } from "../src/platform/db/notifications.js";
-import type { Database } from "../src/platform/db/schema.js";
 import { createLogger } from "../src/platform/logger.js";
 import { Metrics } from "../src/platform/metrics.js";
 import { ChangeFeed } from "../src/registry/change-feed.js";
@@ -15,7 +13,7 @@ import { HeartbeatBatcher } from "../src/registry/heartbeats.js";
 import { InstanceCache } from "../src/registry/instance-cache.js";
 import { createAccountWithKey } from "./support/accounts.js";
 import { ADMIN_TOKEN, useTwoReplicas, type TestApp } from "./support/app.js";
-import { query } from "./support/database.js";
+import { query, recordingDb } from "./support/database.js";
 import { failure, until } from "./support/expect.js";
 
 let databaseUrl: string;
@@ -230,13 +228,7 @@ describe("health", () => {
     await a.admin.namespaces.createNamespace({ namespace: { name: "hb-unknown" } });
     const { instance } = await a.admin.registry.registerInstance({ namespace: "hb-unknown", service: "api", host: "h", port: 1, ttlSeconds: 60 });
     // A batcher of its own, on a database handle that records every statement it runs.
-    const statements: string[] = [];
-    const db = new Kysely<Database>({
-      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: databaseUrl, max: 2 }) }),
-      log: (event) => {
-        statements.push(event.query.sql);
-      },
-    });
+    const { db, statements } = recordingDb(databaseUrl, 2);
     const logger = createLogger("silent");
     const notifications = new Notifications(databaseUrl, logger);
     const namespaces = new NamespaceCache(db, notifications, logger);

@@ -1,6 +1,9 @@
 import { randomBytes } from "node:crypto";
+import { Kysely, PostgresDialect } from "kysely";
 import pg from "pg";
 import { inject } from "vitest";
+import type { Db } from "../../src/platform/db/database.js";
+import type { Database } from "../../src/platform/db/schema.js";
 
 /** A new, empty database on the run's server, for one test file; returns its URL. */
 export async function createTestDatabase(): Promise<string> {
@@ -24,4 +27,19 @@ export async function query(databaseUrl: string, text: string, values: unknown[]
   } finally {
     await client.end();
   }
+}
+
+/**
+ * A database handle of its own on `databaseUrl` that keeps the text of every statement it runs, for
+ * tests that count what a piece of the service asks the database; destroy it when done.
+ */
+export function recordingDb(databaseUrl: string, poolSize: number): { db: Db; statements: string[] } {
+  const statements: string[] = [];
+  const db = new Kysely<Database>({
+    dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: databaseUrl, max: poolSize }) }),
+    log: (event) => {
+      statements.push(event.query.sql);
+    },
+  });
+  return { db, statements };
 }
