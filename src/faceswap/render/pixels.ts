@@ -107,6 +107,16 @@ export function pointBounds(points: ArrayLike<number>): { minX: number; minY: nu
   return { minX, minY, maxX, maxY };
 }
 
+/**
+ * The rgb24 image `src` (bicubic, see sampleCubic) at the point of barycentric weights (wa, wb, wc) in
+ * the triangle whose corners are `corners` (x, y pairs, pixel centres at .5), into `out` at `o`.
+ */
+export function sampleTriangle(src: Uint8Array, sw: number, sh: number, corners: Float64Array, wa: number, wb: number, wc: number, out: Float32Array, o: number): void {
+  const sx = Math.min(sw - 1.001, Math.max(0, wa * corners[0]! + wb * corners[2]! + wc * corners[4]! - 0.5));
+  const sy = Math.min(sh - 1.001, Math.max(0, wa * corners[1]! + wb * corners[3]! + wc * corners[5]! - 0.5));
+  sampleCubic(src, sw, sh, sx, sy, out, o);
+}
+
 const cubicX = new Float32Array(4), cubicY = new Float32Array(4);
 
 /** Catmull-Rom weights of the 4 samples around a point at `t` (0..1) past the second. */

@@ -2,7 +2,7 @@ import type { StyleVersion } from "../../platform/db/schema.js";
 import { pyramidBlend } from "./blend.js";
 import { EYE_OPENINGS, targetEyes } from "./eyes.js";
 import { handMask, occlusion } from "./occlusion.js";
-import { boxBlur, fillPolygon, fromYCbCr, grownPolygon, pointBounds, sampleCubic, toYCbCr, ycbcr } from "./pixels.js";
+import { boxBlur, fillPolygon, fromYCbCr, grownPolygon, pointBounds, sampleTriangle, toYCbCr, ycbcr } from "./pixels.js";
 import { pushPull } from "./push-pull.js";
 import { scratch } from "./scratch.js";
 import { fitSimilarity } from "./similarity.js";
@@ -455,32 +455,29 @@ function warpTriangles(
   const weights = scratch("warpWeights", w * h * 4).fill(0);
   const { trust, mirrored, turned } = sourceTrust(drawnMesh, source.mesh, triangles, mirror);
   const other = scratch("mirrorSample", 3);
+  // Each triangle's corners in the source level, its own and its mirror image's (x, y pairs).
+  const ownCorners = new Float64Array(6), mirrorCorners = new Float64Array(6);
   for (let t = 0; t + 2 < triangles.length; t += 3) {
     const a = triangles[t]!, b = triangles[t + 1]!, c = triangles[t + 2]!;
     const weight = trust[t / 3]!;
     if (weight === 0) continue;
-    const sax = sampled[2 * a]! * unit, say = sampled[2 * a + 1]! * unit;
-    const sbx = sampled[2 * b]! * unit, sby = sampled[2 * b + 1]! * unit;
-    const scx = sampled[2 * c]! * unit, scy = sampled[2 * c + 1]! * unit;
-    const [ma, mb, mc] = [mirror[a]!, mirror[b]!, mirror[c]!];
-    const max = sampled[2 * ma]! * unit, may = sampled[2 * ma + 1]! * unit;
-    const mbx = sampled[2 * mb]! * unit, mby = sampled[2 * mb + 1]! * unit;
-    const mcx = sampled[2 * mc]! * unit, mcy = sampled[2 * mc + 1]! * unit;
-    const [va, vb, vc] = turned[t / 3] === 1 ? [1, 1, 1] : [mirrored[a]!, mirrored[b]!, mirrored[c]!];
+    for (let k = 0; k < 3; k++) {
+      const v = triangles[t + k]!, m = mirror[v]!;
+      ownCorners[2 * k] = sampled[2 * v]! * unit;
+      ownCorners[2 * k + 1] = sampled[2 * v + 1]! * unit;
+      mirrorCorners[2 * k] = sampled[2 * m]! * unit;
+      mirrorCorners[2 * k + 1] = sampled[2 * m + 1]! * unit;
+    }
+    const allMirrored = turned[t / 3] === 1;
+    const va = allMirrored ? 1 : mirrored[a]!, vb = allMirrored ? 1 : mirrored[b]!, vc = allMirrored ? 1 : mirrored[c]!;
     rasterise(drawnMesh, depth, a, b, c, x0, y0, w, h, (i, z, wa, wb, wc) => {
       if ((zTarget[i] === Infinity && outline[i] === 0) || z >= zDrawn[i]!) return;
       zDrawn[i] = z;
       const o = i * 3;
       const share = wa * va + wb * vb + wc * vc;
-      if (share < 1) {
-        const sx = Math.min(sw - 1.001, Math.max(0, wa * sax + wb * sbx + wc * scx - 0.5));
-        const sy = Math.min(sh - 1.001, Math.max(0, wa * say + wb * sby + wc * scy - 0.5));
-        sampleCubic(src, sw, sh, sx, sy, warped, o);
-      }
+      if (share < 1) sampleTriangle(src, sw, sh, ownCorners, wa, wb, wc, warped, o);
       if (share > 0) {
-        const sx = Math.min(sw - 1.001, Math.max(0, wa * max + wb * mbx + wc * mcx - 0.5));
-        const sy = Math.min(sh - 1.001, Math.max(0, wa * may + wb * mby + wc * mcy - 0.5));
-        sampleCubic(src, sw, sh, sx, sy, other, 0);
+        sampleTriangle(src, sw, sh, mirrorCorners, wa, wb, wc, other, 0);
         for (let ch = 0; ch < 3; ch++) warped[o + ch] = share >= 1 ? other[ch]! : warped[o + ch]! + share * (other[ch]! - warped[o + ch]!);
       }
       for (let ch = 0; ch < 3; ch++) weights[i * 4 + ch] = warped[o + ch]!;
