@@ -185,6 +185,24 @@ describe("retention and webhook deletes against concurrent writes", () => {
     expect([await exists("webhook_events", eventId), await exists("webhook_deliveries", deliveryIds[0]!)]).toEqual([true, true]);
   });
 
+  it("deletes an event whose delivery's outcome is recorded while the sweep waits for it, with all its attempts", async () => {
+    const webhookId = await webhook();
+    const { eventId, deliveryIds } = await eventWith(webhookId, ["pending"]);
+    const deliveryId = deliveryIds[0]!;
+    await bed.t.app.db.insertInto("webhook_attempts").values({ delivery_id: deliveryId, webhook_id: webhookId, attempt: 1, status: 500, success: false, latency_ms: 1 }).execute();
+    const delivered: repo.AttemptOutcome = {
+      deliveryId, webhookId, attempt: 2, status: 200, success: true, latencyMs: 1, error: "", responseBody: "",
+      retryAt: undefined, state: "delivered", final: true, gone: false,
+    };
+    const recording = await heldOpen(bed.t.app.db, (tx) => repo.recordAttempts(tx, [delivered], 10));
+    const sweeping = retention().sweep(later());
+    await until(someoneWaits, 5_000, "the sweep waiting for the delivery being recorded");
+    await recording.commit();
+    await sweeping;
+    expect([await exists("webhook_events", eventId), await exists("webhook_deliveries", deliveryId)]).toEqual([false, false]);
+    expect(await orphanAttempts()).toBe(0);
+  });
+
   it("keeps a delivery resent while the sweep runs, and its event", async () => {
     const webhookId = await webhook();
     const { eventId, deliveryIds } = await eventWith(webhookId, ["failed"]);
