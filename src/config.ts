@@ -205,7 +205,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       retryBaseMs: int("WEBHOOK_RETRY_BASE_MS", 1_000, 1, 3_600_000),
       concurrency: int("WEBHOOK_CONCURRENCY", 256, 1, 10_000),
       historyLimit: int("WEBHOOK_HISTORY_LIMIT", 1_000, 1, 1_000_000),
-      // At least two days: longer than the extended retry schedule and an idempotency key's 24 hours.
+      // At least two days: an idempotency key is kept for 24 hours with its event (pending deliveries
+      // hold their events whatever the retention).
       retentionMs: int("WEBHOOK_RETENTION_DAYS", 30, 2, 3_650) * 86_400_000,
     },
   };

@@ -223,7 +223,10 @@ export interface ListServicesRequest {
    * header) passes this one, or after `wait` with the same list.
    */
   index: number;
-  /** How long a blocking query may wait, up to 10 minutes; needs `index`. */
+  /**
+   * How long a blocking query may wait, up to 10 minutes; without `index` (or with 0) it waits for the
+   * first change past index 0.
+   */
   wait: Duration | undefined;
 }
 
@@ -242,7 +245,10 @@ export interface ListInstancesRequest {
    * header) passes this one, or after `wait` with the same list.
    */
   index: number;
-  /** How long a blocking query may wait, up to 10 minutes; needs `index`. */
+  /**
+   * How long a blocking query may wait, up to 10 minutes; without `index` (or with 0) it waits for the
+   * first change past index 0.
+   */
   wait: Duration | undefined;
 }
 

@@ -35,7 +35,7 @@ export interface InstanceWatchOptions {
  * both show only healthy, non-isolated instances.
  */
 export class InstanceWatch {
-  private readonly queue: ChangeView[] = [];
+  private queue: ChangeView[] = [];
   /** What ends the stream: an RpcError for the caller, or a fault the Router logs. */
   private failure: unknown;
   private wake: (() => void) | undefined;
@@ -120,7 +120,9 @@ export class InstanceWatch {
         return { revision: state.revision, snapshot: await listInstances(tx, namespaceId, request.service, request.healthyOnly) };
       });
     if (start.changes) {
-      this.queue.unshift(...start.changes);
+      // Not spread into unshift: a resume far behind (REGISTRY_CHANGES_KEPT allows millions) would
+      // pass more arguments than the stack holds.
+      this.queue = start.changes.concat(this.queue);
       return request.revision;
     }
     for (const instance of start.snapshot) this.visible.add(instance.id);

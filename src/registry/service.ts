@@ -322,9 +322,9 @@ function changesOfUpdate(before: InstanceView, after: InstanceView): InstanceCha
 
 /**
  * How long a blocking query waits (undefined: it does not block); adds violations for a bad wait.
- * A wait with index 0 (or none) blocks until the first change: a replica that started on a registry
- * with no change yet answers index 0 for a namespace without services, and its caller must be able
- * to wait on exactly that.
+ * A wait with index 0 (or none) waits past index 0: it blocks only while the namespace's index is 0
+ * (a replica that started on a registry with no change yet answers 0 for a namespace without
+ * services, and its caller must be able to wait on exactly that), and answers at once otherwise.
  */
 function blockingWait(violations: Violations, request: { index: number; wait: Duration | undefined }): number | undefined {
   if (request.wait === undefined) return request.index > 0 ? DEFAULT_WAIT_MS : undefined;

@@ -59,10 +59,13 @@ export class WebhookRetention {
         after = step.last;
         swept.events += step.events;
         swept.deliveries += step.deliveries;
-        this.logger.info(
-          { event: "webhook_events_expired", events: step.events, deliveries: step.deliveries, total_events: swept.events },
-          "expired webhook events deleted",
-        );
+        // A step whose events all wait on pending deliveries deleted nothing: no line for it.
+        if (step.events > 0) {
+          this.logger.info(
+            { event: "webhook_events_expired", events: step.events, deliveries: step.deliveries, total_events: swept.events },
+            "expired webhook events deleted",
+          );
+        }
       }
     }
     return swept;
