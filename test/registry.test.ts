@@ -244,7 +244,8 @@ describe("health", () => {
       ]);
       expect(known!.expiresAt.getTime()).toBeGreaterThan(Date.now());
       expect(unknown).toEqual([undefined, undefined]);
-      // Only instances found but not healthy take the transactional statement.
+      // Only instances found but not healthy take the transactional statement; the healthy renewal ran.
+      expect(statements.filter((s) => s.startsWith(preparedMark("renew_healthy_instances")))).not.toEqual([]);
       expect(statements.filter((s) => s.startsWith(preparedMark("renew_instances")))).toEqual([]);
     } finally {
       await notifications.stop();

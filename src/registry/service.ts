@@ -199,20 +199,16 @@ export class RegistryService {
     violations.throwIfAny();
     this.mayWrite(principal, request.namespace);
     await this.write(request.namespace, async (tx, namespaceId) => {
-      const ids = await repo.instanceIdsOf(tx, namespaceId, request.service);
-      return {
-        value: undefined,
-        // Without instances no instance changes, yet the namespace's services do.
-        changes:
-          ids.length > 0
-            ? ids.map((instanceId): InstanceChange => ({ instanceId, kind: "deregistered" }))
-            : [{ kind: "service_deleted", namespace: request.namespace, service: request.service }],
-        deletion: async () => {
-          if (!(await repo.deleteService(tx, namespaceId, request.service))) {
-            throw serviceNotFound(request.namespace, request.service);
-          }
-        },
+      const deletion = async () => {
+        if (!(await repo.deleteService(tx, namespaceId, request.service))) throw serviceNotFound(request.namespace, request.service);
       };
+      const ids = await repo.instanceIdsOf(tx, namespaceId, request.service);
+      if (ids.length > 0) return { value: undefined, changes: ids.map((instanceId): InstanceChange => ({ instanceId, kind: "deregistered" })), deletion };
+      // Without instances no instance changes, yet the namespace's services do. Nothing of the service
+      // is read to record that, so it goes first: an unknown service is answered before the change is
+      // recorded, and never takes the registry's revision lock.
+      await deletion();
+      return { value: undefined, changes: [{ kind: "service_deleted", namespace: request.namespace, service: request.service }] };
     });
   }
 
