@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { sql } from "kysely";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { Code } from "../src/client/index.js";
@@ -15,6 +16,7 @@ import { createAccountWithKey } from "./support/accounts.js";
 import { ADMIN_TOKEN, useTwoReplicas, type TestApp } from "./support/app.js";
 import { query, recordingDb } from "./support/database.js";
 import { failure, until } from "./support/expect.js";
+import { heldOpen } from "./support/transactions.js";
 
 let databaseUrl: string;
 let a: TestApp;
@@ -74,6 +76,17 @@ describe("registration", () => {
     await a.admin.registry.deleteService({ namespace: "reg", service: "api" });
     expect(await counts(b, "reg")).toEqual([0, 0, 0]);
     await b.admin.namespaces.deleteNamespace({ name: "reg" });
+  });
+
+  it("answers the delete of an unknown service without waiting for the registry's revision lock", async () => {
+    await a.admin.namespaces.createNamespace({ namespace: { name: "del-unknown" } });
+    // Another replica's registry write, holding the revision row.
+    const writer = await heldOpen(a.app.db, (tx) => sql`update registry_revision set revision = revision`.execute(tx));
+    try {
+      expect((await failure(a.admin.registry.deleteService({ namespace: "del-unknown", service: "nope" }))).code).toBe(Code.NOT_FOUND);
+    } finally {
+      await writer.commit();
+    }
   });
 
   it.each([
