@@ -28,19 +28,14 @@ export class NamespaceCache {
 
   private readonly checks: Periodic;
   private readonly changeListeners = new Set<(name: string | undefined) => void>();
-  /**
-   * By name, the notices this replica announced whose echo has not come back: the echo drops the
-   * entry again (a read may have stored what it read before another replica's change) but tells
-   * no listener, which heard of the change when it was announced.
-   */
-  private readonly echoes = new Map<string, Set<object>>();
-
   constructor(
     private readonly db: Db,
     private readonly notifications: Notifications,
     private readonly logger: Logger,
   ) {
-    notifications.on(NAMESPACES_CHANNEL, (name) => this.heard(name));
+    // Its own echo drops the entry again (a read may have stored what it read before another replica's
+    // change) but tells no listener, which heard of the change when it was announced.
+    notifications.on(NAMESPACES_CHANNEL, (name, own) => this.invalidate(name, !own));
     notifications.onReconnect(() => this.clear());
     this.checks = new Periodic(() => this.check(), logger, "namespace_cache_check_failed");
   }
@@ -92,32 +87,8 @@ export class NamespaceCache {
    * other replica before this resolves.
    */
   async announce(name: string): Promise<void> {
-    const echo = {};
-    let pending = this.echoes.get(name);
-    if (!pending) this.echoes.set(name, (pending = new Set()));
-    pending.add(echo);
     this.invalidate(name);
     await this.notifications.publish(NAMESPACES_CHANNEL, name);
-    // Every replica has taken the notice, this one included, unless the wait timed out: then the
-    // echo may never come, and a later notice must not be taken for it.
-    this.forgetEcho(name, echo);
-  }
-
-  /**
-   * A notice, from any replica. The first ones for a name this replica announced count as its
-   * echoes, whichever replica sent them: notices come in commit order, so the last one for the name
-   * still tells the listeners, after every change it could stand for.
-   */
-  private heard(name: string): void {
-    const echo = this.echoes.get(name)?.values().next().value;
-    if (echo) this.forgetEcho(name, echo);
-    this.invalidate(name, echo === undefined);
-  }
-
-  private forgetEcho(name: string, echo: object): void {
-    const pending = this.echoes.get(name);
-    if (!pending?.delete(echo)) return;
-    if (pending.size === 0) this.echoes.delete(name);
   }
 
   /**
@@ -131,7 +102,6 @@ export class NamespaceCache {
 
   clear(): void {
     this.epoch++;
-    this.echoes.clear();
     this.loading.clear();
     this.byName.clear();
     this.byToken.clear();

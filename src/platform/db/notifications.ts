@@ -5,7 +5,8 @@ import { ACK_CHANNEL } from "./channels.js";
 import { preparedMark, prepareMarkedStatements } from "./database.js";
 import { TickBatcher } from "../tick-batcher.js";
 
-type Listener = (payload: string) => void;
+/** Called with a notice's payload, and whether this replica published it (its own echo). */
+type Listener = (payload: string, own: boolean) => void;
 
 interface AckWaiter {
   /** Listening connections (replicas) counted when the notice was sent. */
@@ -202,9 +203,11 @@ export class Notifications {
     }
     const notice = NOTICE.exec(message);
     const payload = notice ? notice[2]! : message;
+    // A published notice's id waits here until its echo comes back (or its publish times out).
+    const own = notice !== null && this.ackWaiters.has(notice[1]!);
     for (const listener of this.listeners.get(channel) ?? []) {
       try {
-        listener(payload);
+        listener(payload, own);
       } catch (error) {
         this.logger.error({ event: "notification_listener_failed", channel, err: error }, "listener failed");
       }
