@@ -69,13 +69,16 @@ class LineBatcher implements DestinationStream {
     else this.timer ??= setTimeout(() => this.flush(), FLUSH_MS).unref();
   }
 
-  flush(): void {
+  /** Hands the lines gathered to the file; pino's `logger.flush(done)` comes here and waits for the write. */
+  flush(done?: (error?: Error) => void): void {
     clearTimeout(this.timer);
     this.timer = undefined;
-    if (this.lines.length === 0) return;
-    this.out.write(this.lines.join(""));
-    this.lines = [];
-    this.bytes = 0;
+    if (this.lines.length > 0) {
+      this.out.write(this.lines.join(""));
+      this.lines = [];
+      this.bytes = 0;
+    }
+    if (done) this.out.flush(done);
   }
 
   flushSync(): void {
