@@ -305,6 +305,80 @@ describe("retention and webhook deletes against concurrent writes", () => {
     expect(await exists("webhook_deliveries", deliveryIds[0]!)).toBe(false);
   });
 
+  /**
+   * Two deliveries of the webhook, each of its own event, stored (and timestamped) in the reverse of
+   * their ids' order, with their events' ids in that reverse order too: no scan meets them in id order.
+   */
+  async function reversedDeliveries(webhookId: string, tag: string) {
+    const low = `00000000-0000-4000-8000-0000000000${tag}`;
+    const high = `ffffffff-0000-4000-8000-0000000000${tag}`;
+    // Above every version 7 floor of these years, so one retention step takes both events.
+    const lowEvent = `10000000-0000-4000-8000-0000000000${tag}`;
+    for (const [delivery, event] of [
+      [high, lowEvent],
+      [low, high],
+    ] as const) {
+      await bed.t.app.db
+        .insertInto("webhook_events")
+        .values({ id: event, account_id: bed.user.accountId, name: "request.completed", body: "{}", occurred_at: new Date() })
+        .execute();
+      await bed.t.app.db
+        .insertInto("webhook_deliveries")
+        .values({ id: delivery, event_id: event, webhook_id: webhookId, state: "delivered", attempts: 1, next_attempt_at: new Date("9999-01-01") })
+        .execute();
+    }
+    return { low, high };
+  }
+
+  /** Of `ids`, those another transaction could lock now. */
+  async function lockable(ids: string[]) {
+    const rows = await bed.t.app.db
+      .transaction()
+      .execute((tx) => tx.selectFrom("webhook_deliveries").select("id").where("id", "in", ids).forUpdate().skipLocked().execute());
+    return rows.map((r) => r.id);
+  }
+
+  /**
+   * Starts `work` while the lower of two reversed deliveries is locked, and checks that it waits
+   * there holding the higher one free: it locks in id order. Two statements that both do cannot
+   * deadlock, as a webhook's delete and a retention step did when each took the other's order.
+   */
+  async function locksInIdOrder(webhookId: string, tag: string, work: (deliveries: { low: string; high: string }) => Promise<unknown>) {
+    const deliveries = await reversedDeliveries(webhookId, tag);
+    const { low, high } = deliveries;
+    const holder = await heldOpen(bed.t.app.db, (tx) => tx.selectFrom("webhook_deliveries").select("id").where("id", "=", low).forUpdate().execute());
+    const working = work(deliveries);
+    await until(someoneWaits, 5_000, "the statement waiting for the lower delivery");
+    expect(await lockable([high])).toEqual([high]);
+    await holder.commit();
+    await working;
+    const left = await bed.t.app.db.selectFrom("webhook_deliveries").select("state").where("id", "in", [low, high]).execute();
+    return left.map((d) => d.state);
+  }
+
+  it("locks a webhook's deliveries in id order to record outcomes, to sweep and to delete the webhook, so none of them deadlock", async () => {
+    const webhookId = await webhook();
+    const outcome = (deliveryId: string): repo.AttemptOutcome => ({
+      deliveryId,
+      webhookId,
+      attempt: 2,
+      status: 500,
+      success: false,
+      latencyMs: 1,
+      error: "",
+      responseBody: "",
+      retryAt: undefined,
+      state: "failed",
+      final: true,
+      gone: false,
+    });
+    // Finished in the reverse of id order.
+    const recorded = await locksInIdOrder(webhookId, "50", ({ low, high }) => repo.recordAttempts(bed.t.app.db, [outcome(high), outcome(low)], 10));
+    expect(recorded).toEqual(["failed", "failed"]);
+    expect(await locksInIdOrder(webhookId, "51", () => retention().sweep(later()))).toEqual([]);
+    expect(await locksInIdOrder(webhookId, "52", () => api().deleteWebhook({ webhookId }))).toEqual([]);
+  });
+
   it("deletes events stored before ids were version 7 once they are old, wherever their random ids sort", async () => {
     const webhookId = await webhook();
     const v4 = (n: number, first: string) => `${first}0000000-0000-4000-8000-00000000000${n}`;

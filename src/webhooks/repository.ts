@@ -132,14 +132,23 @@ export async function updateWebhook(
  * Deletes the webhook with its deliveries and their attempts. Three statements: run it in a
  * transaction. Recording outcomes locks deliveries and then their webhook, so the deliveries go
  * first, in that order too: deleting the webhook first (its foreign key then cascading to the
- * deliveries) deadlocked with an outcome being recorded. The cascade still takes any delivery a
- * publish added meanwhile. The attempts are looked for last, with a snapshot taken once the webhook
- * is gone: those of an outcome committed while the deletes waited are not in an earlier one.
+ * deliveries) deadlocked with an outcome being recorded. Recording, retention and this delete lock
+ * deliveries in id order; in the order each one's scan met them, they deadlocked with each other.
+ * The cascade still takes any delivery a publish added meanwhile. The attempts are looked for last,
+ * with a snapshot taken once the webhook is gone: those of an outcome committed while the deletes
+ * waited are not in an earlier one.
  */
 export async function deleteWebhook(db: Db, accountId: string, id: string): Promise<boolean> {
   await db
     .deleteFrom("webhook_deliveries")
-    .where("webhook_id", "=", (eb) => eb.selectFrom("webhooks").select("id").where("id", "=", id).where("account_id", "=", accountId))
+    .where("id", "in", (eb) =>
+      eb
+        .selectFrom("webhook_deliveries")
+        .select("id")
+        .where("webhook_id", "=", eb.selectFrom("webhooks").select("id").where("id", "=", id).where("account_id", "=", accountId))
+        .orderBy("id")
+        .forUpdate(),
+    )
     .execute();
   const gone = await db.deleteFrom("webhooks").where("id", "=", id).where("account_id", "=", accountId).executeTakeFirst();
   if (gone.numDeletedRows === 0n) return false;
@@ -370,8 +379,10 @@ export async function pruneEventsBefore(
   const events = old.rows.map((e) => e.id);
   const { rows } = await sql<{ events: number; deliveries: number; ids: string[] }>`
     with locked as (
-      -- Locking returns each row's latest version, not the snapshot's: its state now.
+      -- Locking returns each row's latest version, not the snapshot's: its state now. In id order,
+      -- as a webhook's delete locks them, so the two cannot deadlock.
       select event_id, state, retries from webhook_deliveries where event_id = any (${events}::uuid[])
+      order by id
       for update
     ), held as (
       -- A test delivery is pending only until its caller records it; one whose caller died is never
@@ -531,10 +542,14 @@ export async function recordAttempts(db: Db, outcomes: AttemptOutcome[], disable
       -- Outcomes lost to a database crash mean their deliveries are sent again once their lease
       -- runs out: at least once still holds, so the commit need not wait for the disk.
       where ${withoutFlushWait}
+    ), locked as (
+      -- In id order, as a webhook's delete locks them: in the order the update meets them, recording
+      -- two outcomes of a webhook while it is deleted could deadlock, and lose the batch's outcomes.
+      select id from webhook_deliveries where id in (select delivery_id from o) order by id for update
     ), deliveries as (
       update webhook_deliveries d
       set next_attempt_at = coalesce(o.retry_at, d.next_attempt_at), locked_until = null, state = o.state
-      from o where d.id = o.delivery_id
+      from o where d.id = o.delivery_id and d.id in (select id from locked)
       returning d.id
     ), r as (
       -- A webhook deleted while its attempt was in flight took its deliveries along: the update
