@@ -1,3 +1,4 @@
+import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -288,6 +289,37 @@ describe("expression", () => {
         expect(Math.min(...closedGaps), `${style} face ${index}: smallest lip gap of a closed mouth`).toBeGreaterThanOrEqual(0);
       }
     }
+  });
+});
+
+/** Processes that keep every core busy until killed, as other work on a shared machine would. */
+function busyCores(): ChildProcess[] {
+  return Array.from({ length: os.availableParallelism() }, () => spawn(process.execPath, ["-e", "for (;;) {}"], { stdio: "ignore" }));
+}
+
+async function framesOf(video: string): Promise<Buffer[]> {
+  const { frames } = await decodeFrames(video, { maxLongSide: 480, maxFrames: 100 });
+  return frames.map((frame) => Buffer.from(frame.pixels));
+}
+
+describe("the same render twice", () => {
+  it("gives the same frames on a busy machine as on a quiet one, whatever the workers rendered before", { timeout: 120_000 }, async () => {
+    // Long enough that each worker's detector would run again within the video, by frames or by time.
+    const video = await makeClip(path.join(dir, "people-long.mp4"), { seconds: 2.4, fps: 10, width: 480 });
+    // Each render follows a different one: the workers' detector last saw other frames of this video.
+    await renderer.render(request({ video, endSeconds: 0.4 }));
+    const quiet = request({ video, endSeconds: 2.4 });
+    await renderer.render(quiet);
+    const busy = request({ video, endSeconds: 2.4 });
+    const hogs = busyCores();
+    try {
+      await renderer.render(busy);
+    } finally {
+      for (const hog of hogs) hog.kill("SIGKILL");
+    }
+    const [a, b] = [await framesOf(quiet.output), await framesOf(busy.output)];
+    expect(b.length).toBe(a.length);
+    expect(a.flatMap((frame, i) => (frame.equals(b[i]!) ? [] : [i])), "frames that differ").toEqual([]);
   });
 });
 

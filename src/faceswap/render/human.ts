@@ -35,7 +35,9 @@ const config: Partial<Config> = {
   warmup: "none",
   debug: false,
   // Frames that differ little from the previous one reuse its face boxes instead of running the
-  // detector (set per call: see the worker).
+  // detector (set per call: see the worker). The detector runs again every few frames by count, never
+  // by time (skipTime): by time, how busy the machine was decided which frames were detected afresh,
+  // and the same video rendered differently from run to run.
   filter: { enabled: false } as Config["filter"],
   gesture: { enabled: false },
   body: { enabled: false } as Config["body"],
@@ -44,7 +46,7 @@ const config: Partial<Config> = {
   segmentation: { enabled: false } as Config["segmentation"],
   face: {
     enabled: true,
-    detector: { rotation: false, maxDetected: 20, skipFrames: 6, skipTime: 1000, minConfidence: 0.3, return: false },
+    detector: { rotation: false, maxDetected: 20, skipFrames: 6, skipTime: Number.MAX_SAFE_INTEGER, minConfidence: 0.3, return: false },
     mesh: { enabled: true },
     iris: { enabled: false },
     emotion: { enabled: false },

@@ -35,14 +35,28 @@ function toFaceData(face: FaceResult, points = face.mesh): FaceData {
   return data;
 }
 
-/** Consecutive video frames may reuse the previous frame's face boxes; unrelated stills must not. */
-const VIDEO_CACHE_SENSITIVITY = 0.7;
+/**
+ * How far Human may follow the face boxes it found in its previous call. A video frame may reuse the
+ * boxes of the one before it if the two differ little (`follow`); unrelated stills never (`still`).
+ * The first frame of a render in this worker (`first`) is compared, so the next one has something to
+ * be compared with, but never follows: Human holds the boxes of whatever it saw last, and a render
+ * starting from another render's boxes came out differently depending on what ran before it.
+ */
+const CACHE_SENSITIVITY = { follow: 0.7, still: 0, first: -1 } as const;
+/** The render whose frame Human looked at last in this worker, when that look was a frame's detection. */
+let followable: number | undefined;
 
 async function faces(
   pixels: Uint8Array,
   width: number,
   height: number,
-  options: { describe: boolean; video: boolean; upright?: UprightMesher; minConfidence?: number; hands?: (frame: Tensor, faces: FaceData[]) => Promise<void> },
+  options: {
+    describe: boolean;
+    boxes: keyof typeof CACHE_SENSITIVITY;
+    upright?: UprightMesher;
+    minConfidence?: number;
+    hands?: (frame: Tensor, faces: FaceData[]) => Promise<void>;
+  },
 ) {
   const tensor = human.tf.tensor3d(pixels, [height, width, 3], "int32");
   try {
@@ -51,7 +65,7 @@ async function faces(
     const detector = { minConfidence, rotation: false };
     // Each call sets every option it depends on: Human merges a call's config into its own.
     const config = {
-      cacheSensitivity: options.video ? VIDEO_CACHE_SENSITIVITY : 0,
+      cacheSensitivity: CACHE_SENSITIVITY[options.boxes],
       face: { enabled: true, detector, description: { enabled: options.describe } },
       hand: { enabled: false },
     } as Partial<Config>;
@@ -89,11 +103,14 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
       // mouth were drawn beside the target's. Embeddings (describe, analyse) are taken unturned:
       // turned, two different people of a demo photo scored 0.66, past the same-person threshold
       // (0.57 unturned).
-      return { value: await faces(pixels, request.width, request.height, { describe: false, video: true, upright, hands: found }) };
+      const boxes = followable === request.job ? "follow" : "first";
+      followable = request.job;
+      return { value: await faces(pixels, request.width, request.height, { describe: false, boxes, upright, hands: found }) };
     }
     case "describe": {
       const { pixels, width, height } = heldFrame(request.job, request.frame);
-      return { value: await faces(pixels, width, height, { describe: true, video: true }) };
+      followable = undefined;
+      return { value: await faces(pixels, width, height, { describe: true, boxes: "still" }) };
     }
     case "finish": {
       const { pixels, width, height, hands: handPoints } = heldFrame(request.job, request.frame);
@@ -107,7 +124,8 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
     }
     case "analyse": {
       const pixels = new Uint8Array(request.pixels);
-      return { value: await faces(pixels, request.width, request.height, { describe: true, video: false, upright: request.upright ? new UprightMesher(human, mirror, false) : undefined, minConfidence: request.minConfidence }) };
+      followable = undefined;
+      return { value: await faces(pixels, request.width, request.height, { describe: true, boxes: "still", upright: request.upright ? new UprightMesher(human, mirror, false) : undefined, minConfidence: request.minConfidence }) };
     }
     case "similarities":
       return { value: request.candidates.map((candidate) => human.match.similarity(request.embedding, candidate)) };
