@@ -15,23 +15,27 @@ async function stdoutOf(code: string): Promise<string> {
 }
 
 describe("logger", () => {
-  it("writes one JSON line per event, and logger.flush(done) calls done once the gathered lines are written", async () => {
+  it("writes one JSON line per event, in order, and logger.flush(done) calls done once they are all written", async () => {
     const stdout = await stdoutOf(`
       import { createLogger } from "./src/platform/logger.ts";
       const log = createLogger("info");
       log.info({ event: "first_thing" }, "first");
-      log.info({ event: "second_thing" }, "second");
+      // Enough that the file is still being written when flush is called.
+      for (let i = 0; i < 5000; i++) log.info({ event: "numbered_thing", i }, "numbered");
+      log.info({ event: "last_thing" }, "last");
       log.flush((error) => {
         process.stdout.write(error ? "failed\\n" : "flushed\\n");
       });
     `);
     const lines = stdout.trimEnd().split("\n");
     expect(lines.at(-1)).toBe("flushed");
-    const events = lines.slice(0, -1).map((line) => JSON.parse(line) as { event: string; level: string; time: string; service: string });
-    expect(events.map((e) => [e.event, e.level, e.service])).toEqual([
+    const events = lines.slice(0, -1).map((line) => JSON.parse(line) as { event: string; level: string; time: string; service: string; i?: number });
+    expect(events).toHaveLength(5002);
+    expect([events[0], events[5001]].map((e) => [e!.event, e!.level, e!.service])).toEqual([
       ["first_thing", "info", "atrium"],
-      ["second_thing", "info", "atrium"],
+      ["last_thing", "info", "atrium"],
     ]);
+    expect(events.slice(1, -1).every((e, i) => e.event === "numbered_thing" && e.i === i)).toBe(true);
     expect(Number.isNaN(Date.parse(events[0]!.time))).toBe(false);
   });
 });

@@ -56,9 +56,14 @@ class LineBatcher implements DestinationStream {
   private lines: string[] = [];
   private bytes = 0;
   private timer: NodeJS.Timeout | undefined;
+  /** The file still has lines of ours to write (sonic-boom says "drain" once it has none). */
+  private writing = false;
+  private waiting: ((error?: Error) => void)[] = [];
 
   constructor(private readonly out: ReturnType<typeof pino.destination>) {
     batchers.add(this);
+    out.on("drain", () => this.settle());
+    out.on("error", (error: Error) => this.settle(error));
   }
 
   write(line: string): void {
@@ -69,16 +74,29 @@ class LineBatcher implements DestinationStream {
     else this.timer ??= setTimeout(() => this.flush(), FLUSH_MS).unref();
   }
 
-  /** Hands the lines gathered to the file; pino's `logger.flush(done)` comes here and waits for the write. */
+  /**
+   * Hands the lines gathered to the file; pino's `logger.flush(done)` comes here, and `done` is called
+   * once they are written (sonic-boom's own flush calls back at once while a write is under way).
+   */
   flush(done?: (error?: Error) => void): void {
     clearTimeout(this.timer);
     this.timer = undefined;
     if (this.lines.length > 0) {
+      this.writing = true;
       this.out.write(this.lines.join(""));
       this.lines = [];
       this.bytes = 0;
     }
-    if (done) this.out.flush(done);
+    if (!done) return;
+    if (this.writing) this.waiting.push(done);
+    else done();
+  }
+
+  private settle(error?: Error): void {
+    this.writing = false;
+    const waiting = this.waiting;
+    this.waiting = [];
+    for (const done of waiting) done(error);
   }
 
   flushSync(): void {
