@@ -32,13 +32,14 @@ interface Entry {
  * query per call. Registry writes on any replica send the namespace's name on NAMESPACES_CHANNEL
  * and heartbeat batches on HEARTBEATS_CHANNEL; the entry is dropped and read again on next use, so
  * `last_heartbeat_at` lags by at most one heartbeat batch and its notice. Per-name epochs keep a
- * read racing a change from storing what it read before the change. A notice can be lost (a writer
- * that dies between commit and notice), so an entry is also never served for longer than two
- * check intervals.
+ * read racing a change from storing what it read before the change; callers missing at once share
+ * one read. A notice can be lost (a writer that dies between commit and notice), so an entry is
+ * also never served for longer than two check intervals.
  */
 export class InstanceCache {
   private readonly entries = new Map<string, Entry>();
   private readonly epochs = new Map<string, number>();
+  private readonly loading = new Map<string, Promise<CachedServices>>();
   private readonly checks: Periodic;
   private intervalMs = 0;
 
@@ -73,6 +74,7 @@ export class InstanceCache {
 
   invalidate(name: string): void {
     this.epochs.set(name, (this.epochs.get(name) ?? 0) + 1);
+    this.loading.delete(name);
     this.entries.delete(name);
   }
 
@@ -80,6 +82,16 @@ export class InstanceCache {
   async services(name: string, namespaceId: string): Promise<CachedServices> {
     const hit = this.entries.get(name);
     if (hit) return hit.services;
+    const pending = this.loading.get(name);
+    if (pending) return pending;
+    const load = this.load(name, namespaceId).finally(() => {
+      if (this.loading.get(name) === load) this.loading.delete(name);
+    });
+    this.loading.set(name, load);
+    return load;
+  }
+
+  private async load(name: string, namespaceId: string): Promise<CachedServices> {
     const epoch = this.epochs.get(name) ?? 0;
     const { services, instances } = await loadRegistry(this.db, namespaceId);
     const byService = Map.groupBy(instances, (i) => i.service_name);
