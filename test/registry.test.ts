@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { Writable } from "node:stream";
 import { sql } from "kysely";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
@@ -29,11 +30,19 @@ useTwoReplicas({ INSTANCE_EXPIRY_SWEEP_MS: "100" }, (replicas) => ({ a, b, datab
 
 /**
  * A heartbeat batcher of its own (with its instance cache), on a database handle that records every
- * statement it runs; stop() stops the batcher, then closes its connections.
+ * statement it runs (connecting to `url`), and the lines it logs at warn and above; stop() stops
+ * the batcher, then closes its connections.
  */
-async function recordingBatcher() {
-  const { db, statements } = recordingDb(databaseUrl, 2);
-  const logger = createLogger("silent");
+async function recordingBatcher(url = databaseUrl) {
+  const { db, statements } = recordingDb(url, 2);
+  const logs: Record<string, unknown>[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      for (const line of chunk.toString("utf8").split("\n")) if (line.trim()) logs.push(JSON.parse(line));
+      callback();
+    },
+  });
+  const logger = createLogger("warn", sink);
   const notifications = new Notifications(databaseUrl, logger);
   const namespaces = new NamespaceCache(db, notifications, logger);
   const feed = new ChangeFeed({ db, notifications, namespaces, logger, metrics: new Metrics(), checkMs: 60_000, kept: 100 });
@@ -44,6 +53,7 @@ async function recordingBatcher() {
     batcher,
     instances,
     statements,
+    logs,
     stop: async () => {
       await batcher.stop();
       await notifications.stop();
@@ -56,11 +66,11 @@ async function recordingBatcher() {
  * A namespace `name` with one instance (service "api", TTL 60 s), and a recording batcher whose
  * cache holds the namespace; its statements so far are cleared.
  */
-async function heldByRecordingBatcher(name: string) {
+async function heldByRecordingBatcher(name: string, url = databaseUrl) {
   const ns = (await a.admin.namespaces.createNamespace({ namespace: { name } })).namespace!;
   const { instance } = await a.admin.registry.registerInstance({ namespace: name, service: "api", host: "h", port: 1, ttlSeconds: 60 });
   const registered = await lastHeartbeat(instance!.id);
-  const own = await recordingBatcher();
+  const own = await recordingBatcher(url);
   await own.instances.services(name, ns.id!);
   own.statements.length = 0;
   return { ...own, instance: instance!, registered, target: { namespace: name, service: "api", instanceId: instance!.id } };
@@ -360,6 +370,29 @@ describe("heartbeats of instances held in memory", () => {
       expect(await lastHeartbeat(instance.id)).toBe(registered);
       await batcher.flush();
       expect(statements.filter((s) => s.startsWith(preparedMark("renew_healthy_instances")))).toHaveLength(1);
+      expect(await lastHeartbeat(instance.id)).toBeGreaterThan(registered);
+    } finally {
+      await stop();
+    }
+  });
+
+  it("keep the renewals of a failed flush for the next one, and log the failure", async () => {
+    // Statements that wait for a lock longer than 100 ms fail.
+    const url = new URL(databaseUrl);
+    url.searchParams.set("options", "-c lock_timeout=100");
+    const { batcher, logs, stop, instance, registered, target } = await heldByRecordingBatcher("hb-retry", url.toString());
+    try {
+      await batcher.renew(target);
+      // Another transaction holds the instance's row, as a slow writer on another replica would.
+      const writer = await heldOpen(a.app.db, (tx) => sql`select id from instances where id = ${instance.id} for update`.execute(tx));
+      try {
+        await batcher.flush();
+      } finally {
+        await writer.commit();
+      }
+      expect(logs.filter((l) => l.event === "heartbeat_batch_failed")).toEqual([expect.objectContaining({ size: 1, deferred: true })]);
+      expect(await lastHeartbeat(instance.id)).toBe(registered);
+      await batcher.flush();
       expect(await lastHeartbeat(instance.id)).toBeGreaterThan(registered);
     } finally {
       await stop();
