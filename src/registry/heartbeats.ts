@@ -14,7 +14,7 @@ const MAX_BATCH = 2_000;
  * (1 s): the database's expiry time of an instance heartbeating on time must not pass meanwhile,
  * or another replica's sweeper would expire it.
  */
-export const FLUSH_MS = 200;
+const FLUSH_MS = 200;
 /** Bytes of namespace names per heartbeat notice, under PostgreSQL's 8000-byte payload limit. */
 const NOTICE_BYTES = 7_000;
 
