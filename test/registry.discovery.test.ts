@@ -42,7 +42,7 @@ describe("ListInstances and ListServices from memory", () => {
     expect((await b.admin.registry.listServices({ namespace: "mem" })).services.map((s) => s.name)).toEqual(["api"]);
   });
 
-  it("follow heartbeats on the other replica within a batch", async () => {
+  it("follow heartbeats on the other replica within a flush", async () => {
     await a.admin.namespaces.createNamespace({ namespace: { name: "beats" } });
     const { instance } = await a.admin.registry.registerInstance({ namespace: "beats", service: "api", host: "h", port: 1, ttlSeconds: 60 });
     const before = (await b.admin.registry.listInstances({ namespace: "beats", service: "api" })).instances[0]!.lastHeartbeatTime!;

@@ -2,28 +2,44 @@ import { HEARTBEATS_CHANNEL, NAMESPACES_CHANNEL } from "../platform/db/channels.
 import type { Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { Logger } from "../platform/logger.js";
+import { Periodic } from "../platform/periodic.js";
 import { TickBatcher } from "../platform/tick-batcher.js";
 import type { ChangeFeed } from "./change-feed.js";
 import type { InstanceCache } from "./instance-cache.js";
-import { recordChanges, renewInstances, type HeartbeatOutcome, type HeartbeatTarget } from "./repository.js";
+import { recordChanges, renewInstances, type HeartbeatTarget } from "./repository.js";
 
 const MAX_BATCH = 2_000;
+/**
+ * How long a renewal answered from memory may wait for its statement. Far below the shortest TTL
+ * (1 s): the database's expiry time of an instance heartbeating on time must not pass meanwhile,
+ * or another replica's sweeper would expire it.
+ */
+const FLUSH_MS = 200;
 /** Bytes of namespace names per heartbeat notice, under PostgreSQL's 8000-byte payload limit. */
 const NOTICE_BYTES = 7_000;
 
 /**
  * Heartbeats arrive by the thousand per second and each only moves a timestamp, so they are written
- * in batches: while one batch is being written the next one gathers, and each caller is answered
- * when its batch has committed. The batch commits without waiting for the disk flush (a heartbeat
- * lost in a crash costs at most one TTL of health); only instances that come back to health take a
- * transaction, which records the change, and notify the namespace cache. Every batch tells the instance caches which
- * namespaces' heartbeat times moved, so lists lag by at most a batch.
+ * in batches. A heartbeat of an instance this replica's instance cache holds as healthy is answered
+ * at once, as its renewal would answer, and the renewal is written with the others every FLUSH_MS
+ * (sooner once MAX_BATCH wait); a failed flush keeps its renewals for the next one, and stop()
+ * writes what waits. Any other heartbeat (an unknown, expired or isolated instance, or a namespace
+ * not in memory) waits for its batch: while one batch is being written the next one gathers, and
+ * each caller is answered when its batch has committed. Batches commit without waiting for the disk
+ * flush (a heartbeat lost in a crash costs at most one TTL of health); only instances that come back
+ * to health take a transaction, which records the change, and notify the namespace cache. Every
+ * batch tells the instance caches which namespaces' heartbeat times moved, so lists lag by at most a
+ * flush.
  */
 export class HeartbeatBatcher {
-  private readonly batcher = new TickBatcher<HeartbeatTarget, HeartbeatOutcome | undefined>({
-    write: (targets) => this.write(targets),
+  private readonly batcher = new TickBatcher<HeartbeatTarget, Date | undefined>({
+    write: (targets) => this.write(targets, false),
     maxBatch: MAX_BATCH,
   });
+  /** Renewals already answered, by instance id (the cache vouched for their namespace and service). */
+  private readonly pending = new Map<string, HeartbeatTarget>();
+  private flushing: Promise<void> | undefined;
+  private readonly flushes: Periodic;
 
   constructor(
     private readonly db: Db,
@@ -31,14 +47,55 @@ export class HeartbeatBatcher {
     private readonly feed: ChangeFeed,
     private readonly instances: InstanceCache,
     private readonly logger: Logger,
-  ) {}
-
-  /** Renews the instance; undefined when no such instance is in that namespace and service. */
-  renew(target: HeartbeatTarget): Promise<HeartbeatOutcome | undefined> {
-    return this.batcher.add(target);
+  ) {
+    this.flushes = new Periodic(() => this.flush(), logger, "heartbeat_flush_failed");
   }
 
-  private async write(targets: HeartbeatTarget[]): Promise<(HeartbeatOutcome | undefined)[]> {
+  start(): void {
+    this.flushes.start(FLUSH_MS);
+  }
+
+  /** Writes the renewals still waiting, and lets batches being written finish. */
+  async stop(): Promise<void> {
+    await this.flushes.stop();
+    await this.flushing;
+    await this.flush();
+    await this.batcher.idle();
+    if (this.pending.size > 0) {
+      this.logger.error({ event: "heartbeat_renewals_lost", count: this.pending.size }, "heartbeat renewals not written before stopping");
+    }
+  }
+
+  /** Renews the instance; resolves with its new expiry time, undefined when no such instance is in that namespace and service. */
+  renew(target: HeartbeatTarget): Promise<Date | undefined> {
+    const known = this.instances.healthyInstance(target.namespace, target.service, target.instanceId);
+    if (!known) return this.batcher.add(target);
+    this.pending.set(target.instanceId, target);
+    if (this.pending.size >= MAX_BATCH) void this.flush();
+    return Promise.resolve(new Date(Date.now() + known.ttl_seconds * 1000));
+  }
+
+  /** Writes the renewals answered so far; those of a failed write wait for the next flush. */
+  flush(): Promise<void> {
+    return (this.flushing ??= this.writePending().finally(() => (this.flushing = undefined)));
+  }
+
+  private async writePending(): Promise<void> {
+    const targets = [...this.pending.values()];
+    this.pending.clear();
+    for (let i = 0; i < targets.length; i += MAX_BATCH) {
+      const batch = targets.slice(i, i + MAX_BATCH);
+      try {
+        await this.write(batch, true);
+      } catch {
+        // Logged by write; a heartbeat answered meanwhile is as good as the one that failed.
+        for (const target of batch) if (!this.pending.has(target.instanceId)) this.pending.set(target.instanceId, target);
+      }
+    }
+  }
+
+  /** `deferred`: renewals already answered, kept for the next flush when this fails. */
+  private async write(targets: HeartbeatTarget[], deferred: boolean): Promise<(Date | undefined)[]> {
     try {
       // One target per instance id and place: a second heartbeat naming the same id under another
       // service (a misbehaving client) must not replace the right one in the batch.
@@ -59,18 +116,25 @@ export class HeartbeatBatcher {
         outcomes.push(...revived);
       }
       this.feed.announce(revision);
-      const renewed = [...new Set(outcomes.map((o) => o.namespace))];
-      for (const name of renewed) this.instances.invalidate(name);
-      for (const names of noticesOf(renewed)) this.notifications.signal(HEARTBEATS_CHANNEL, names);
+      const renewed = new Map(outcomes.map((o) => [o.namespace, o.namespaceId]));
+      for (const [name, namespaceId] of renewed) {
+        this.instances.renewed(name);
+        // So that the namespace's next heartbeats can be answered from memory.
+        this.instances.warm(name, namespaceId);
+      }
+      for (const names of noticesOf([...renewed.keys()])) this.notifications.signal(HEARTBEATS_CHANNEL, names);
       await this.notifications.publishAll(
         NAMESPACES_CHANNEL,
         outcomes.filter((o) => o.revived).map((o) => o.namespace),
       );
       // A target naming the right instance under the wrong namespace or service finds nothing.
       const found = new Map(outcomes.map((o) => [placeOf({ instanceId: o.instanceId, namespace: o.namespace, service: o.service }), o]));
-      return targets.map((t) => found.get(placeOf(t)));
+      return targets.map((t) => found.get(placeOf(t))?.expiresAt);
     } catch (error) {
-      this.logger.error({ event: "heartbeat_batch_failed", size: targets.length, err: error }, "heartbeat batch failed");
+      this.logger.error(
+        { event: "heartbeat_batch_failed", size: targets.length, deferred, err: error },
+        deferred ? "heartbeat batch failed; its renewals wait for the next flush" : "heartbeat batch failed",
+      );
       throw error;
     }
   }

@@ -8,7 +8,10 @@ import { HeartbeatBatcher } from "./heartbeats.js";
 import { InstanceCache } from "./instance-cache.js";
 import { RegistryService } from "./service.js";
 
-/** Services and instances; start() begins following changes and sweeping instances whose heartbeats stopped. */
+/**
+ * Services and instances; start() begins following changes, sweeping instances whose heartbeats
+ * stopped and flushing heartbeats answered from memory; stop() writes the heartbeats still waiting.
+ */
 export function registryModule(platform: Platform, namespaces: NamespaceCache): Capability {
   const { config, db, notifications, logger, metrics } = platform;
   const feed = new ChangeFeed({ db, notifications, namespaces, logger, metrics, checkMs: config.cacheCheckMs, kept: config.registryChangesKept });
@@ -22,8 +25,11 @@ export function registryModule(platform: Platform, namespaces: NamespaceCache): 
       await feed.start();
       instances.startChecks(config.cacheCheckMs);
       sweeper.start();
+      heartbeats.start();
     },
     stop: async () => {
+      // First: the renewals it writes still announce themselves through the feed.
+      await heartbeats.stop();
       await sweeper.stop();
       await instances.stopChecks();
       await feed.stop();

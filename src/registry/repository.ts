@@ -147,6 +147,7 @@ export interface HeartbeatTarget {
 export interface HeartbeatOutcome {
   instanceId: string;
   namespace: string;
+  namespaceId: string;
   service: string;
   expiresAt: Date;
   /** The instance was unhealthy before this heartbeat. */
@@ -169,18 +170,18 @@ export interface Renewals {
  */
 export async function renewInstances(db: Db, targets: HeartbeatTarget[], { healthyOnly }: { healthyOnly: boolean }): Promise<Renewals> {
   // Two fixed texts, each prepared once per connection: planning cost a third of the statement.
-  const result = await sql<{ id: string; namespace: string; service: string; expires_at: Date | null; was_healthy: boolean }>`${prepared(healthyOnly ? "renew_healthy_instances" : "renew_instances")}
+  const result = await sql<{ id: string; namespace: string; namespace_id: string; service: string; expires_at: Date | null; was_healthy: boolean }>`${prepared(healthyOnly ? "renew_healthy_instances" : "renew_instances")}
     with req as (
       select * from unnest(${targets.map((t) => t.instanceId)}::uuid[], ${targets.map((t) => t.namespace)}::text[],
                            ${targets.map((t) => t.service)}::text[]) as r(id, ns, svc)
     ), found as (
-      select i.id, n.name as namespace, s.name as service
+      select i.id, n.name as namespace, n.id as namespace_id, s.name as service
       from instances i
       join services s on s.id = i.service_id
       join namespaces n on n.id = s.namespace_id
       join req on req.id = i.id and req.ns = n.name and req.svc = s.name
     ), prev as (
-      select i.id, i.healthy, found.namespace, found.service
+      select i.id, i.healthy, found.namespace, found.namespace_id, found.service
       from instances i
       join found on found.id = i.id
       where ${healthyOnly ? sql`i.healthy` : sql`true`}
@@ -194,16 +195,16 @@ export async function renewInstances(db: Db, targets: HeartbeatTarget[], { healt
         -- A heartbeat lost in a crash costs at most one TTL of health: its transaction (the change
         -- record included) commits without waiting for the disk.
         and ${withoutFlushWait}
-      returning i.id, prev.namespace, prev.service, i.expires_at, prev.healthy as was_healthy
+      returning i.id, prev.namespace, prev.namespace_id, prev.service, i.expires_at, prev.healthy as was_healthy
     )
-    select id, namespace, service, expires_at, was_healthy from renewed
+    select id, namespace, namespace_id, service, expires_at, was_healthy from renewed
     union all
-    select id, namespace, service, null, false from found where id not in (select id from renewed)`.execute(db);
+    select id, namespace, namespace_id, service, null, false from found where id not in (select id from renewed)`.execute(db);
   const renewed: HeartbeatOutcome[] = [];
   const leftAlone: string[] = [];
   for (const r of result.rows) {
     if (r.expires_at === null) leftAlone.push(r.id);
-    else renewed.push({ instanceId: r.id, namespace: r.namespace, service: r.service, expiresAt: r.expires_at, revived: !r.was_healthy });
+    else renewed.push({ instanceId: r.id, namespace: r.namespace, namespaceId: r.namespace_id, service: r.service, expiresAt: r.expires_at, revived: !r.was_healthy });
   }
   return { renewed, leftAlone };
 }

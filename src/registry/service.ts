@@ -111,11 +111,11 @@ export class RegistryService {
   async heartbeat(principal: Principal, request: HeartbeatRequest, at = ""): Promise<Date> {
     checkInstanceAddress(request, at);
     this.mayWrite(principal, request.namespace);
-    const outcome = isUuid(request.instanceId)
+    const expiresAt = isUuid(request.instanceId)
       ? await this.heartbeats.renew({ instanceId: request.instanceId, namespace: request.namespace, service: request.service })
       : undefined;
-    if (!outcome) throw instanceNotFound(request);
-    return outcome.expiresAt;
+    if (!expiresAt) throw instanceNotFound(request);
+    return expiresAt;
   }
 
   /** Heartbeats in one call; they share the batcher's writes with every other heartbeat. */
