@@ -188,7 +188,7 @@ describe("quality judge", () => {
     for (const clip of clips) {
       const reencoded = path.join(dir, `${clip.name}-same.mp4`);
       await runFfmpeg(["-y", "-loglevel", "error", "-i", clip.file, "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p", reencoded]);
-      const scores = await judge.judge(clip.frames, await frames(reencoded), FRAMES, path.join(artifacts, `${clip.name}-same.png`));
+      const scores = await judge.judge(clip.frames, await frames(reencoded), FRAMES, path.join(artifacts, `${clip.name}-same.png`), clip.hand);
       console.log(report(`${clip.name} re-encoded`, scores));
       expect(scores.length).toBeGreaterThan(0);
       for (const score of scores) expect(failures(score), report(clip.name, [score])).toEqual([]);
@@ -230,7 +230,7 @@ describe("rendered faces", () => {
   it.each(["v1", "v2"] as const)("%s: nothing past the face, no speckles, seams, softness or flicker, identity moved (pan, turned head, occluded)", async (style) => {
     for (const clip of clips) {
       const output = await render(clip, style);
-      const scores = await judge.judge(clip.frames, output, FRAMES, path.join(artifacts, `${clip.name}-${style}.png`));
+      const scores = await judge.judge(clip.frames, output, FRAMES, path.join(artifacts, `${clip.name}-${style}.png`), clip.hand);
       const text = report(`${clip.name} ${style}`, scores);
       console.log(text);
       expect(scores.length, text).toBeGreaterThan(0);
