@@ -302,11 +302,11 @@ export function swapFace(
   // from the hand's edge too, the target's face showed through beside the fingers (its eye make-up,
   // as a dark smear over the new face's eyes).
   const place = { x0, y0, w, h, faceSize };
-  const hand = handMask(hands, targetPatch, place);
+  const targetFeatures = featureMask("targetFeatures", target, x0, y0, w, h);
+  const hand = handMask(hands, targetPatch, covered, targetFeatures, place);
   const keep = scratch("keep", n).fill(0);
   const open = mouthOpen(target);
   if (open > 0) for (const mesh of [target, drawnMesh]) fillPolygon(keep, w, h, mesh, INNER_LIPS, x0, y0, open);
-  const targetFeatures = featureMask("targetFeatures", target, x0, y0, w, h);
   const notSkin = occlusion(targetPatch, covered, keep, targetFeatures, place, hand);
   const inside = scratch("inside", n), drawn = scratch("drawn", n);
   for (let i = 0; i < n; i++) {
