@@ -234,9 +234,10 @@ export class QualityJudge {
   /**
    * Scores every face of `input[f]` against `output[f]` for each f of `frames` (f + 1 must exist in
    * both, for flicker; a missing frame throws). With `sheet`, writes a contact sheet there: a row per
-   * frame, input | output per face.
+   * frame, input | output per face. `occluders` (per input frame, the opacity of something composited
+   * in front of its faces, see addHand) leaves the landmarks behind it out of `misplaced`.
    */
-  async judge(input: RgbImage[], output: RgbImage[], frames: number[], sheet?: string): Promise<FaceScore[]> {
+  async judge(input: RgbImage[], output: RgbImage[], frames: number[], sheet?: string, occluders?: Float32Array[]): Promise<FaceScore[]> {
     for (const f of frames) {
       for (const k of [f, f + 1]) requireFrame(k, { input, output }, `judged frame ${f}${k > f ? " (its next frame, for flicker)" : ""}`);
     }
@@ -272,7 +273,7 @@ export class QualityJudge {
           // a black dot on the nose, every swap's natural pink nose tip scored 3-6.
           tint: marks.enough ? NaN : noseTint(after, face.mesh) - noseTint(before, face.mesh),
           marks: marksKept(after, reg, marks),
-          misplaced: steady[i]! ? landmarkShift(face, sameFace(face, swapped)) : NaN,
+          misplaced: steady[i]! ? landmarkShift(face, sameFace(face, swapped), occluders?.[f], before.width) : NaN,
           ...(await this.identity(face, before, after, swapped)),
         });
         row.push(tile(before, reg), tile(after, reg));
@@ -587,12 +588,21 @@ const LANDMARKS = [33, 133, 362, 263, 61, 291, 1, 13, 14, 152] as const;
  */
 const UNSTEADY = 0.08;
 
-/** The largest distance between LANDMARKS of `a` and of `b` over `a`'s eye distance; Infinity without `b`. */
-function landmarkShift(a: FaceData, b: FaceData | undefined): number {
+/**
+ * The largest distance between LANDMARKS of `a` and of `b` over `a`'s eye distance; Infinity without
+ * `b`. Landmarks of `a` where `occluder` (opacity over a frame `width` wide) is at least half opaque are
+ * left out, NaN when all are: behind a hand both meshes only guess them (the hand clip's middle face,
+ * its chin under the hand on frame 9, moved by 0.135 of the eye distance under one render and 0.140
+ * under another that differed from it only on the hand).
+ */
+function landmarkShift(a: FaceData, b: FaceData | undefined, occluder?: Float32Array, width = 0): number {
   if (!b) return Infinity;
   const [m, o] = [a.mesh, b.mesh];
   const eyes = Math.hypot(m[2 * 33]! - m[2 * 263]!, m[2 * 33 + 1]! - m[2 * 263 + 1]!);
-  return Math.max(...LANDMARKS.map((p) => Math.hypot(m[2 * p]! - o[2 * p]!, m[2 * p + 1]! - o[2 * p + 1]!))) / Math.max(1e-6, eyes);
+  const hidden = (x: number, y: number) => occluder !== undefined && x >= 0 && x < width && y >= 0 && (occluder[y * width + x] ?? 0) >= 0.5;
+  const seen = LANDMARKS.filter((p) => !hidden(Math.round(m[2 * p]!), Math.round(m[2 * p + 1]!)));
+  if (seen.length === 0) return NaN;
+  return Math.max(...seen.map((p) => Math.hypot(m[2 * p]! - o[2 * p]!, m[2 * p + 1]! - o[2 * p + 1]!))) / Math.max(1e-6, eyes);
 }
 
 /** `image` moved left by one pixel (its last column repeated). */

@@ -81,6 +81,11 @@ function keepOccluders(off: Float32Array, covered: Float32Array, keep: Float32Ar
   }
 }
 
+interface ColourModel {
+  mean: number[];
+  spread: number[];
+}
+
 /**
  * Mean and spread in YCbCr of the pixels of `target` (rgb floats, `n` pixels) that `include` picks:
  * first their median and median absolute deviation, then in each of `rounds` - 1 further rounds the
@@ -89,7 +94,7 @@ function keepOccluders(off: Float32Array, covered: Float32Array, keep: Float32Ar
  * a block over a quarter of it widened the "skin" to take the block in, and the new face was drawn
  * over it.
  */
-function colourModel(target: Float32Array, n: number, include: (i: number) => boolean, rounds: number, trim: number): { mean: number[]; spread: number[] } | undefined {
+function colourModel(target: Float32Array, n: number, include: (i: number) => boolean, rounds: number, trim: number): ColourModel | undefined {
   const start = medianModel(target, n, include);
   if (!start) return undefined;
   const { mean, spread } = start;
@@ -187,11 +192,19 @@ const CORE_RADIUS = 0.35;
  * "hands"). The hull also takes the face between the fingers, which a keypoint model this coarse
  * cannot tell from a finger. Beyond the bones' core (CORE_RADIUS), clusters of pixels far from the
  * hand's colour there are left out: the hull and the wide bones reached over the target's eye and its
- * make-up, which then stayed, a dark smear beside the new face's eyes.
+ * make-up, which then stayed, a dark smear beside the new face's eyes. Then the mask grows by colour
+ * past the keypoints (see growByColour), told from the face's skin by a colour model of the `covered`
+ * pixels that are neither the hand nor the face's `features`.
  */
-export function handMask(hands: readonly Float32Array[], target: Float32Array, { x0, y0, w, h, faceSize }: PatchPlace): Float32Array {
+export function handMask(
+  hands: readonly Float32Array[],
+  target: Float32Array,
+  covered: Float32Array,
+  features: Float32Array,
+  { x0, y0, w, h, faceSize }: PatchPlace,
+): Float32Array {
   const mask = scratch("hands", w * h).fill(0);
-  let touched = false;
+  let touched = false, widest = 0;
   for (const keypoints of hands) {
     const hand = Float32Array.from(keypoints);
     for (const tip of FINGER_TIPS) {
@@ -200,6 +213,7 @@ export function handMask(hands: readonly Float32Array[], target: Float32Array, {
     let spacing = 0;
     for (const [a, b] of [[5, 9], [9, 13], [13, 17]] as const) spacing += Math.hypot(hand[2 * a]! - hand[2 * b]!, hand[2 * a + 1]! - hand[2 * b + 1]!) / 3;
     const reach = FINGER_RADIUS * spacing + 1;
+    widest = Math.max(widest, spacing);
     if (missesPatch(hand, reach, { x0, y0, w, h })) continue;
     touched = true;
     fillPolygon(mask, w, h, hand, convexHull(hand), x0, y0, REACH);
@@ -224,10 +238,73 @@ export function handMask(hands: readonly Float32Array[], target: Float32Array, {
   // edge that the new face meets is smooth rather than ragged.
   const majority = boxBlur(like, scratch("handMajority", n), w, h, 1, Math.max(1, faceSize * HAND_SMOOTH));
   for (let i = 0; i < n; i++) mask[i] = mask[i] === CORE || (mask[i] === REACH && majority[i]! > 0.5) ? 1 : 0;
+  if (!model) return mask;
+  growByColour(mask, target, model, colourModel(target, n, (i) => covered[i] === 1 && features[i] === 0 && mask[i] === 0, 2, 2.5), w, h, HAND_GROW * widest);
+  // The same majority over what the growth added: a thin trail of hand-coloured pixels from a nail
+  // to a mole beside it took the mole in, and the target's mole showed beside the finger.
+  for (let i = 0; i < n; i++) like[i] = mask[i] === 0 ? 0 : 1;
+  boxBlur(like, majority, w, h, 1, Math.max(1, faceSize * HAND_SMOOTH));
+  for (let i = 0; i < n; i++) if (mask[i] === GROWN) mask[i] = majority[i]! > 0.5 ? 1 : 0;
   return mask;
 }
 
-const REACH = 1, CORE = 2;
+/**
+ * Grows `mask` (1 on the hand) up to `limit` steps into the pixels next to it whose colour is the
+ * hand's rather than the face's skin, or a nail's (see handColoured); they are set to GROWN. The
+ * keypoint model puts a fingertip short of the real one (a long nail, a finger pointing along the
+ * face) and a bent finger's nail outside it: the new face's lips were drawn over the end of a finger
+ * at the mouth, and its skin over a nail as a grey smudge.
+ */
+function growByColour(mask: Float32Array, target: Float32Array, hand: ColourModel, face: ColourModel | undefined, w: number, h: number, limit: number): void {
+  if (!face) return;
+  const n = w * h;
+  const front: number[] = [];
+  const step = scratch("handGrow", n).fill(0);
+  for (let i = 0; i < n; i++) if (mask[i] === 1) front.push(i);
+  for (let next = 0; next < front.length; next++) {
+    const i = front[next]!, x = i % w;
+    if (step[i]! >= limit) continue;
+    for (const j of [x > 0 ? i - 1 : -1, x < w - 1 ? i + 1 : -1, i - w, i + w]) {
+      if (j < 0 || j >= n || mask[j] !== 0 || step[j] !== 0) continue;
+      step[j] = step[i]! + 1;
+      toYCbCr(target, j * 3);
+      if (!handColoured(hand, face)) continue;
+      mask[j] = GROWN;
+      front.push(j);
+    }
+  }
+}
+
+/**
+ * Whether the colour in `ycbcr` is the hand's (`hand`) and not the face's skin (`face`): its chroma
+ * nearer the hand's than the skin's and within GROW_CHROMA of their distance from the hand's, its luma
+ * within GROW_LUMA of the hand's spreads. Chroma is compared in plain units: the hand's spread, taken
+ * on the bones' core, is narrow, and the skin's is widened by everything on the face that is not skin.
+ * A hand the face's own colour is never grown (nothing tells the two apart).
+ */
+function handColoured(hand: ColourModel, face: ColourModel): boolean {
+  const apart = Math.hypot(hand.mean[1]! - face.mean[1]!, hand.mean[2]! - face.mean[2]!);
+  if (apart < GROW_APART * Math.hypot(hand.spread[1]!, hand.spread[2]!)) return false;
+  const own = Math.hypot(ycbcr[1] - hand.mean[1]!, ycbcr[2] - hand.mean[2]!);
+  const skin = Math.hypot(ycbcr[1] - face.mean[1]!, ycbcr[2] - face.mean[2]!);
+  if (own < skin && own <= GROW_CHROMA * apart && Math.abs(ycbcr[0] - hand.mean[0]!) <= GROW_LUMA * hand.spread[0]!) return true;
+  // A nail or a highlight: brighter than the hand, its chroma between grey and the hand's.
+  const along = Math.min(1, Math.max(0, (ycbcr[1] * hand.mean[1]! + ycbcr[2] * hand.mean[2]!) / Math.max(1e-6, hand.mean[1]! ** 2 + hand.mean[2]! ** 2)));
+  const off = Math.hypot(ycbcr[1] - along * hand.mean[1]!, ycbcr[2] - along * hand.mean[2]!);
+  return ycbcr[0] > hand.mean[0]! + hand.spread[0]! && off <= NAIL_CHROMA * apart && off < skin;
+}
+
+// How far the hand grows by its colour, in knuckle spacings; how far apart the hand's and the skin's
+// chroma must be (in the hand's spreads), how far from the hand's a grown pixel's chroma may be (in
+// that distance) and its luma (in the hand's spreads); how far a nail's chroma may be from the line
+// between grey and the hand's (in the same distance).
+const HAND_GROW = 3;
+const GROW_APART = 2;
+const GROW_CHROMA = 1.2;
+const GROW_LUMA = 2;
+const NAIL_CHROMA = 0.35;
+
+const REACH = 1, CORE = 2, GROWN = 3;
 // Spreads of the hand's colour (chroma; luma twice that) within which a pixel past the core counts as the hand's.
 const HAND_COLOUR = 2.5;
 // Radius of that majority, as a share of the face's size.
