@@ -32,10 +32,8 @@ export interface StyleParams {
   chromaDetail: number;
   /** Blur radius of that low frequency as a share of the face's size. */
   lightRadius: number;
-  /** Unsharp-mask amount on the warped face (0 = off); with `matchSharpness`, the most it takes. */
+  /** Unsharp-mask amount on the warped face (0 = off). */
   sharpen: number;
-  /** Whether the unsharp mask's amount follows the footage's own fine detail (see sharpenAmount). */
-  matchSharpness: boolean;
   /** Share of the target's own fine detail (high-pass) kept on top of the new face. */
   keepTexture: number;
   /** Feather width of the mask edge as a share of the face's size. */
@@ -62,17 +60,16 @@ export interface StyleParams {
  * features half way to the source's proportions, 95 % opacity and a wide feather (8 %). v2 keeps the
  * new face: its light and colour move 90 % of the way over 8 % of the face (the shading of a turned
  * head's far side is narrower than a wider blur) with 60 % of its features' finer chroma, an unsharp
- * mask on luma (up to 2.2) restores the detail the warp and the new face's softer photo lose (at 1.5
- * the bench clip's faces kept 0.56-0.64 of the footage's Laplacian variance, which re-encoding alone
- * leaves at 0.72-0.75; at 2.2 0.77, with no more speckles), but no more than the footage has around
- * it (see sharpenAmount), the features take the source's proportions fully (less as the head turns,
- * see `frontal`), full opacity and a narrower feather (4.5 %). The unsharp mask works on luma alone
- * (on each channel, 1.0 doubled the speckles), its change saturates, and it is weaker on the
- * features, which are sharp already.
+ * mask on luma (2.2) restores the detail the warp and the new face's softer photo lose (at 1.5 the
+ * bench clip's faces kept 0.56-0.64 of the footage's Laplacian variance, which re-encoding alone
+ * leaves at 0.72-0.75; at 2.2 0.77, with no more speckles), the features take the source's
+ * proportions fully (less as the head turns, see `frontal`), full opacity and a narrower feather
+ * (4.5 %). The unsharp mask works on luma alone (on each channel, 1.0 doubled the speckles), its
+ * change saturates, and it is weaker on the features, which are sharp already.
  */
 export const STYLES: Record<StyleVersion, StyleParams> = {
-  v1: { opacity: 0.95, light: 1, chroma: 1, chromaDetail: 0.2, lightRadius: 0.25, sharpen: 1.8, matchSharpness: false, keepTexture: 0.4, feather: 0.08, reshape: 0.5 },
-  v2: { opacity: 1, light: 0.9, chroma: 0.9, chromaDetail: 0.6, lightRadius: 0.08, sharpen: 2.2, matchSharpness: true, keepTexture: 0, feather: 0.045, reshape: 1 },
+  v1: { opacity: 0.95, light: 1, chroma: 1, chromaDetail: 0.2, lightRadius: 0.25, sharpen: 1.8, keepTexture: 0.4, feather: 0.08, reshape: 0.5 },
+  v2: { opacity: 1, light: 0.9, chroma: 0.9, chromaDetail: 0.6, lightRadius: 0.08, sharpen: 2.2, keepTexture: 0, feather: 0.045, reshape: 1 },
 };
 
 // The face outline (MediaPipe FACE_OVAL, in order around the face) stays where the target's is, so the
@@ -327,10 +324,7 @@ export function swapFace(
     targetSkin[i] = notSkin ? drawn[i]! * (1 - targetFeatures[i]!) * (1 - notSkin[i]!) : drawn[i]! * (1 - targetFeatures[i]!);
   }
   relight(warped, targetPatch, covered, sourceSkin, targetSkin, w, h, style, Math.max(1, style.lightRadius * faceSize));
-  if (style.sharpen > 0) {
-    const amount = style.matchSharpness ? sharpenAmount(warped, targetPatch, sourceSkin, targetSkin, w, h, style.sharpen) : style.sharpen;
-    sharpenLuma(warped, w, h, amount, drawnFeatures);
-  }
+  if (style.sharpen > 0) sharpenLuma(warped, w, h, style.sharpen, drawnFeatures);
   if (style.keepTexture > 0) addDetail(warped, targetPatch, w, h, style.keepTexture, Math.max(1, faceSize / 80));
   targetEyes(warped, frame, width, height, target, drawnMesh, place);
   // The blend's support ends a pixel or two inside the visible face; its mask fades in over the
@@ -829,46 +823,6 @@ const SHARPEN_LIMIT = 18;
 // Share of the unsharp mask left off on the features: lashes, the eyes' edges and teeth are sharp
 // already, and sharpened further their single dark or bright pixels became speckles.
 const FEATURE_SHARPEN_DAMP = 0.3;
-
-/**
- * The unsharp mask's amount for this face: the one that brings the new face's fine detail to the
- * footage's, at most `most`. Fine detail is the sum of squares of luma's radius-1 high-pass over the
- * pixels whose neighbours (two deep) all show skin on both faces (`sourceSkin`, `targetSkin`): the
- * features differ between the two faces, and the edge of the drawn face is a step. The pan clip's
- * faces take 0.8-2.2, the bench clip's 0.3-1.7 and the soft turned clip's 0.5-1.6; at a fixed 2.2 the
- * turned clip's new faces had twice the footage's Laplacian variance, their eyes and nose outlined
- * harder than anything around them, and the bench clip's right face was too.
- */
-function sharpenAmount(warped: Float32Array, target: Float32Array, sourceSkin: Float32Array, targetSkin: Float32Array, w: number, h: number, most: number): number {
-  const n = w * h;
-  const luma = scratch("sharpLuma", 3 * n);
-  for (let i = 0; i < n; i++) {
-    luma[3 * i] = 0.299 * warped[3 * i]! + 0.587 * warped[3 * i + 1]! + 0.114 * warped[3 * i + 2]!;
-    luma[3 * i + 1] = 0.299 * target[3 * i]! + 0.587 * target[3 * i + 1]! + 0.114 * target[3 * i + 2]!;
-    luma[3 * i + 2] = sourceSkin[i]! > 0 && targetSkin[i]! > 0 ? 1 : 0;
-  }
-  const blurred = boxBlur(luma, scratch("sharpLumaBlur", 3 * n), w, h, 3, 1);
-  // The new face's high-pass d, and e, d's own high-pass: sharpened by a, its high-pass is d + a e.
-  const high = scratch("sharpHigh", 2 * n);
-  for (let i = 0; i < n; i++) {
-    high[2 * i] = luma[3 * i]! - blurred[3 * i]!;
-    high[2 * i + 1] = blurred[3 * i + 2]! < 0.999 ? 0 : 1;
-  }
-  const higher = boxBlur(high, scratch("sharpHigher", 2 * n), w, h, 2, 1);
-  let dd = 0, de = 0, ee = 0, footage = 0;
-  for (let i = 0; i < n; i++) {
-    if (higher[2 * i + 1]! < 0.999) continue;
-    const d = high[2 * i]!, e = d - higher[2 * i]!;
-    dd += d * d;
-    de += d * e;
-    ee += e * e;
-    footage += (luma[3 * i + 1]! - blurred[3 * i + 1]!) ** 2;
-  }
-  if (ee <= 0) return most;
-  // The amount where the sum of (d + a e)^2 reaches the footage's; none where d alone does.
-  const root = de * de - ee * (dd - footage);
-  return footage <= dd ? 0 : Math.min(most, (-de + Math.sqrt(Math.max(0, root))) / ee);
-}
 
 /**
  * Unsharp mask on luma only (radius 1): the same high-pass of luma added to each channel. Sharpening
