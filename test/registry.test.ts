@@ -376,11 +376,11 @@ describe("heartbeats of instances held in memory", () => {
     }
   });
 
-  it("keep the renewals of a failed flush for the next one, and log the failure", async () => {
+  it("keep the renewals of a failed flush for the next one, log the failure, and wait for their own write until a flush succeeds", async () => {
     // Statements that wait for a lock longer than 100 ms fail.
     const url = new URL(databaseUrl);
     url.searchParams.set("options", "-c lock_timeout=100");
-    const { batcher, logs, stop, instance, registered, target } = await heldByRecordingBatcher("hb-retry", url.toString());
+    const { batcher, logs, statements, stop, instance, registered, target } = await heldByRecordingBatcher("hb-retry", url.toString());
     try {
       await batcher.renew(target);
       // Another transaction holds the instance's row, as a slow writer on another replica would.
@@ -392,8 +392,16 @@ describe("heartbeats of instances held in memory", () => {
       }
       expect(logs.filter((l) => l.event === "heartbeat_batch_failed")).toEqual([expect.objectContaining({ size: 1, deferred: true })]);
       expect(await lastHeartbeat(instance.id)).toBe(registered);
+      // Renewals are not reaching the database: a heartbeat is answered once its own write is done.
+      const beforeFailed = statements.length;
+      await batcher.renew(target);
+      expect(statements.length).toBeGreaterThan(beforeFailed);
       await batcher.flush();
       expect(await lastHeartbeat(instance.id)).toBeGreaterThan(registered);
+      // A flush went through: answered from memory again.
+      const afterFlush = statements.length;
+      await batcher.renew(target);
+      expect(statements.length).toBe(afterFlush);
     } finally {
       await stop();
     }

@@ -15,6 +15,12 @@ const MAX_BATCH = 2_000;
  * or another replica's sweeper would expire it.
  */
 const FLUSH_MS = 200;
+/**
+ * Heartbeats are answered from memory only while renewals reach the database: none waits longer than
+ * this, and the last flush did not fail. Otherwise they wait for their own write, which tells a client
+ * of a database that cannot take them rather than promising an expiry no sweeper will see.
+ */
+const LAG_LIMIT_MS = 2 * FLUSH_MS;
 /** Bytes of namespace names per heartbeat notice, under PostgreSQL's 8000-byte payload limit. */
 const NOTICE_BYTES = 7_000;
 
@@ -22,8 +28,8 @@ const NOTICE_BYTES = 7_000;
  * Heartbeats arrive by the thousand per second and each only moves a timestamp, so they are written
  * in batches. A heartbeat of an instance this replica's instance cache holds as healthy is answered
  * at once, as its renewal would answer, and the renewal is written with the others every FLUSH_MS
- * (sooner once MAX_BATCH wait); a failed flush keeps its renewals for the next one, and stop()
- * writes what waits. Any other heartbeat (an unknown, expired or isolated instance, or a namespace
+ * (sooner once MAX_BATCH wait), while flushes keep up (see LAG_LIMIT_MS); a failed flush keeps its
+ * renewals for the next one, and stop() writes what waits. Any other heartbeat (an unknown, expired or isolated instance, or a namespace
  * not in memory) waits for its batch: while one batch is being written the next one gathers, and
  * each caller is answered when its batch has committed. Batches commit without waiting for the disk
  * flush (a heartbeat lost in a crash costs at most one TTL of health); only instances that come back
@@ -38,6 +44,10 @@ export class HeartbeatBatcher {
   });
   /** Renewals already answered, by instance id (the cache vouched for their namespace and service). */
   private readonly pending = new Map<string, HeartbeatTarget>();
+  /** When the oldest of `pending` was answered (performance.now()). */
+  private pendingSince = 0;
+  private flushFailed = false;
+  private stopping = false;
   private flushing: Promise<void> | undefined;
   private readonly flushes: Periodic;
 
@@ -57,6 +67,7 @@ export class HeartbeatBatcher {
 
   /** Writes the renewals still waiting, and lets batches being written finish. */
   async stop(): Promise<void> {
+    this.stopping = true;
     await this.flushes.stop();
     await this.flushing;
     await this.flush();
@@ -69,10 +80,15 @@ export class HeartbeatBatcher {
   /** Renews the instance; resolves with its new expiry time, undefined when no such instance is in that namespace and service. */
   renew(target: HeartbeatTarget): Promise<Date | undefined> {
     const known = this.instances.healthyInstance(target.namespace, target.service, target.instanceId);
-    if (!known) return this.batcher.add(target);
+    if (!known || !this.keepingUp()) return this.batcher.add(target);
+    if (this.pending.size === 0) this.pendingSince = performance.now();
     this.pending.set(target.instanceId, target);
     if (this.pending.size >= MAX_BATCH) void this.flush();
     return Promise.resolve(new Date(Date.now() + known.ttl_seconds * 1000));
+  }
+
+  private keepingUp(): boolean {
+    return !this.stopping && !this.flushFailed && (this.pending.size === 0 || performance.now() - this.pendingSince < LAG_LIMIT_MS);
   }
 
   /** Writes the renewals answered so far; those of a failed write wait for the next flush. */
@@ -86,9 +102,15 @@ export class HeartbeatBatcher {
     for (let i = 0; i < targets.length; i += MAX_BATCH) {
       const batch = targets.slice(i, i + MAX_BATCH);
       try {
-        await this.write(batch, true);
+        const renewed = await this.write(batch, true);
+        this.flushFailed = false;
+        // Answered from memory, yet expired, moved or deregistered by another replica whose notice has
+        // not arrived: the namespace is read again, and the instance's next heartbeat answers for it.
+        for (const name of new Set(batch.filter((_, j) => renewed[j] === undefined).map((t) => t.namespace))) this.instances.invalidate(name);
       } catch {
         // Logged by write; a heartbeat answered meanwhile is as good as the one that failed.
+        this.flushFailed = true;
+        if (this.pending.size === 0) this.pendingSince = performance.now();
         for (const target of batch) if (!this.pending.has(target.instanceId)) this.pending.set(target.instanceId, target);
       }
     }

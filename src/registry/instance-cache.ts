@@ -89,8 +89,8 @@ export class InstanceCache {
 
   /** Heartbeats renewed instances of the namespace: their times moved, their health did not. */
   renewed(name: string): void {
+    // A read under way is still shared: what it returns is right but for those times.
     this.epochOf(name).renewed++;
-    this.loading.delete(name);
     const entry = this.entries.get(name);
     if (entry) entry.current = false;
   }
