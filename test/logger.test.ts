@@ -1,4 +1,4 @@
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import path from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
@@ -37,5 +37,35 @@ describe("logger", () => {
     ]);
     expect(events.slice(1, -1).every((e, i) => e.event === "numbered_thing" && e.i === i)).toBe(true);
     expect(Number.isNaN(Date.parse(events[0]!.time))).toBe(false);
+  });
+
+  it("calls flush's done with the error once the reader of its output has gone, rather than never", async () => {
+    const child = spawn(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        "--input-type=module",
+        "-e",
+        `
+        import { createLogger } from "./src/platform/logger.ts";
+        const log = createLogger("info");
+        for (let i = 0; i < 5000; i++) log.info({ event: "numbered_thing", i }, "numbered");
+        log.flush();
+        // By now the write has met the closed pipe.
+        setTimeout(() => {
+          log.info({ event: "after_the_reader_left" }, "after");
+          log.flush((error) => process.stderr.write("flushed " + (error?.code ?? "ok") + "\\n"));
+        }, 1_000);
+        `,
+      ],
+      { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] },
+    );
+    child.stdout.destroy();
+    let stderr = "";
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+    const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+    expect(stderr).toContain("flushed EPIPE");
+    expect(code).toBe(0);
   });
 });

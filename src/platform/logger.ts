@@ -59,11 +59,20 @@ class LineBatcher implements DestinationStream {
   /** The file still has lines of ours to write (sonic-boom says "drain" once it has none). */
   private writing = false;
   private waiting: ((error?: Error) => void)[] = [];
+  /** A reader that went away (EPIPE): pino drops every later line, and no "drain" comes again. */
+  private broken: Error | undefined;
 
   constructor(private readonly out: ReturnType<typeof pino.destination>) {
     batchers.add(this);
     out.on("drain", () => this.settle());
-    out.on("error", (error: Error) => this.settle(error));
+    out.on("error", (error: NodeJS.ErrnoException) => {
+      if (error.code === "EPIPE") this.broken = error;
+      this.settle(error);
+      // pino hands any other error on once it is the only listener left; with this one listening it
+      // would be swallowed, and a full disk would grow sonic-boom's buffer without end. It ends the
+      // process, as it did before anything here listened.
+      if (error.code !== "EPIPE" && out.listenerCount("error") === 1) throw error;
+    });
   }
 
   write(line: string): void {
@@ -82,13 +91,14 @@ class LineBatcher implements DestinationStream {
     clearTimeout(this.timer);
     this.timer = undefined;
     if (this.lines.length > 0) {
-      this.writing = true;
       this.out.write(this.lines.join(""));
+      this.writing = !this.broken;
       this.lines = [];
       this.bytes = 0;
     }
     if (!done) return;
-    if (this.writing) this.waiting.push(done);
+    if (this.broken) done(this.broken);
+    else if (this.writing) this.waiting.push(done);
     else done();
   }
 
