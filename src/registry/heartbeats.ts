@@ -99,21 +99,21 @@ export class HeartbeatBatcher {
   private async writePending(): Promise<void> {
     const targets = [...this.pending.values()];
     this.pending.clear();
+    let failed = false;
     for (let i = 0; i < targets.length; i += MAX_BATCH) {
       const batch = targets.slice(i, i + MAX_BATCH);
       try {
         const renewed = await this.write(batch, true);
-        this.flushFailed = false;
         // Answered from memory, yet expired, moved or deregistered by another replica whose notice has
         // not arrived: the namespace is read again, and the instance's next heartbeat answers for it.
         for (const name of new Set(batch.filter((_, j) => renewed[j] === undefined).map((t) => t.namespace))) this.instances.invalidate(name);
       } catch {
         // Logged by write; a heartbeat answered meanwhile is as good as the one that failed.
-        this.flushFailed = true;
-        if (this.pending.size === 0) this.pendingSince = performance.now();
+        failed = true;
         for (const target of batch) if (!this.pending.has(target.instanceId)) this.pending.set(target.instanceId, target);
       }
     }
+    this.flushFailed = failed;
   }
 
   /** `deferred`: renewals already answered, kept for the next flush when this fails. */
