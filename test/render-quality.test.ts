@@ -123,6 +123,31 @@ function blurredBoxes(image: RgbImage, faces: FaceData[]): RgbImage {
   return out;
 }
 
+/**
+ * Each face's box with an unsharp mask of 1.0 on luma (radius 1): the face outlined harder than the
+ * footage around it, as a fixed sharpening left new faces on soft footage.
+ */
+function sharpenedBoxes(image: RgbImage, faces: FaceData[]): RgbImage {
+  const out = { ...image, pixels: Uint8Array.from(image.pixels) };
+  const luma = (x: number, y: number) => {
+    const p = (Math.min(image.height - 1, Math.max(0, y)) * image.width + Math.min(image.width - 1, Math.max(0, x))) * 3;
+    return 0.299 * image.pixels[p]! + 0.587 * image.pixels[p + 1]! + 0.114 * image.pixels[p + 2]!;
+  };
+  for (const face of faces) {
+    const [bx, by, bw, bh] = face.box.map(Math.round) as [number, number, number, number];
+    for (let y = Math.max(0, by); y < Math.min(image.height, by + bh); y++) {
+      for (let x = Math.max(0, bx); x < Math.min(image.width, bx + bw); x++) {
+        let around = 0;
+        for (let dy = -1; dy <= 1; dy++) for (let dx = -1; dx <= 1; dx++) around += luma(x + dx, y + dy);
+        const high = luma(x, y) - around / 9;
+        const p = (y * image.width + x) * 3;
+        for (let c = 0; c < 3; c++) out.pixels[p + c] = Math.min(255, Math.max(0, Math.round(image.pixels[p + c]! + high)));
+      }
+    }
+  }
+  return out;
+}
+
 /** The new face's photo scaled into a rectangle over each face's box, grown by a tenth. */
 function pastedRectangles(image: RgbImage, faces: FaceData[]): RgbImage {
   const out = { ...image, pixels: Uint8Array.from(image.pixels) };
@@ -206,22 +231,27 @@ describe("quality judge", () => {
     }
   }, 120_000);
 
-  it("fails a blurred box (sharpness), a pasted rectangle (outside, seam or colour) and a shifted face (misplaced)", async () => {
+  it("fails a blurred box or a sharpened one (sharpness), a pasted rectangle (outside, seam or colour) and a shifted face (misplaced)", async () => {
     for (const clip of clips.filter((c) => !c.options.occluder && !c.hand)) {
-      const blurred: RgbImage[] = [], pasted: RgbImage[] = [], shifted: RgbImage[] = [];
+      const blurred: RgbImage[] = [], sharpened: RgbImage[] = [], pasted: RgbImage[] = [], shifted: RgbImage[] = [];
       for (const [i, image] of clip.frames.entries()) {
         const faces = FRAMES.includes(i) || FRAMES.includes(i - 1) ? await judge.faces(clip.frames[FRAMES.includes(i) ? i : i - 1]!) : [];
         blurred.push(blurredBoxes(image, faces));
+        sharpened.push(sharpenedBoxes(image, faces));
         pasted.push(pastedRectangles(image, faces));
         shifted.push(shiftedFaces(image, faces));
       }
       const blurScores = await judge.judge(clip.frames, blurred, FRAMES, path.join(artifacts, `${clip.name}-blurred.png`));
+      const sharpScores = await judge.judge(clip.frames, sharpened, FRAMES, path.join(artifacts, `${clip.name}-sharpened.png`));
       const pasteScores = await judge.judge(clip.frames, pasted, FRAMES, path.join(artifacts, `${clip.name}-pasted.png`));
       const shiftScores = await judge.judge(clip.frames, shifted, FRAMES, path.join(artifacts, `${clip.name}-shifted.png`));
       console.log(report(`${clip.name} blurred box`, blurScores));
+      console.log(report(`${clip.name} sharpened box`, sharpScores));
       console.log(report(`${clip.name} pasted rectangle`, pasteScores));
       console.log(report(`${clip.name} shifted face`, shiftScores));
       for (const score of blurScores) expect(failures(score, ["sharpness"]), report(clip.name, [score])).not.toEqual([]);
+      for (const score of sharpScores) expect(failures(score, ["sharpness"]), report(clip.name, [score])).not.toEqual([]);
+      expect(clipFailures(summarise(sharpScores)), `${clip.name} sharpened box`).toContain(`median sharpness ${summarise(sharpScores).sharpness.toFixed(3)}`);
       for (const score of pasteScores) expect(failures(score, ["outside", "seam", "colourStep"]), report(clip.name, [score])).not.toEqual([]);
       for (const score of shiftScores) expect(failures(score, ["misplaced"]), report(clip.name, [score])).not.toEqual([]);
     }

@@ -24,6 +24,8 @@ export interface RenderRun {
   peakRssMiB: number;
   /** The quality judge's medians over three frames of the output (576 px runs only). */
   quality?: Summary;
+  /** The same for ffmpeg's plain output at that size: the input re-encoded as its own output. */
+  encoded?: Summary;
 }
 
 /** Judged frames of the 576 px outputs (each with the next, for flicker). */
@@ -60,7 +62,7 @@ export async function benchRender(): Promise<RenderRun[]> {
       const ffmpegStarted = performance.now();
       await runFfmpeg([
         "-y", "-loglevel", "error", "-i", clip, "-vf", `scale=${width}:${height}`, "-c:v", "libx264", "-preset", "veryfast",
-        "-pix_fmt", "yuv420p", "-c:a", "aac", "-movflags", "+faststart", path.join(dir, "plain.mp4"),
+        "-pix_fmt", "yuv420p", "-c:a", "aac", "-movflags", "+faststart", path.join(dir, `plain-${width}.mp4`),
       ]);
       const ffmpegFps = (SECONDS * FPS) / ((performance.now() - ffmpegStarted) / 1000);
       for (const style of styles) {
@@ -89,10 +91,12 @@ async function judgeRuns(runs: RenderRun[], clip: string, face: string, dir: str
   const judge = await QualityJudge.start(createLogger("warn"));
   try {
     await judge.setNewFace((await decodeFrames(face, { maxLongSide: 1024, maxFrames: 1 })).frames[0]!);
-    const input = (await decodeFrames(clip, { maxLongSide: 576, maxFrames: SECONDS * FPS })).frames;
+    const frames = async (file: string) => (await decodeFrames(file, { maxLongSide: 576, maxFrames: SECONDS * FPS })).frames;
+    const input = await frames(clip);
+    const encoded = summarise(await judge.judge(input, await frames(path.join(dir, "plain-576.mp4")), JUDGED_FRAMES));
     for (const run of runs.filter((r) => r.width === 576)) {
-      const output = (await decodeFrames(path.join(dir, `out-${run.width}-${run.style}.mp4`), { maxLongSide: 576, maxFrames: SECONDS * FPS })).frames;
-      run.quality = summarise(await judge.judge(input, output, JUDGED_FRAMES));
+      run.quality = summarise(await judge.judge(input, await frames(path.join(dir, `out-${run.width}-${run.style}.mp4`)), JUDGED_FRAMES));
+      run.encoded = encoded;
     }
   } finally {
     await judge.close();
@@ -119,6 +123,8 @@ export function printRenderRuns(runs: RenderRun[]): void {
       ].join(" "),
     );
   }
+  const encoded = runs.find((r) => r.encoded)?.encoded;
+  if (encoded) console.log(`quality ffmpeg alone, 576 px (the input re-encoded): ${formatSummary(encoded)}`);
   for (const r of runs) if (r.quality) console.log(`quality ${r.name}: ${formatSummary(r.quality)}`);
   console.log(`load average while measuring: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")} (other processes share the cores)`);
 }

@@ -32,7 +32,7 @@ export interface StyleParams {
   chromaDetail: number;
   /** Blur radius of that low frequency as a share of the face's size. */
   lightRadius: number;
-  /** Unsharp-mask amount on the warped face (0 = off). */
+  /** Most unsharp-mask amount on the warped face (0 = off); less where the footage is softer (see matchedSharpening). */
   sharpen: number;
   /** Share of the target's own fine detail (high-pass) kept on top of the new face. */
   keepTexture: number;
@@ -56,15 +56,15 @@ export interface StyleParams {
  *
  * v1 keeps more of the target's skin: 40 % of its fine texture on top of the new face, the new
  * face's light and colour all the way to the target's over a wide blur (25 % of the face) with 20 %
- * of its features' finer chroma, an unsharp mask on luma (1.8) against that blur's softness, the
+ * of its features' finer chroma, an unsharp mask on luma (up to 1.8, as v2's) against that blur's softness, the
  * features half way to the source's proportions, 95 % opacity and a wide feather (8 %). v2 keeps the
  * new face: its light and colour move 90 % of the way over 8 % of the face (the shading of a turned
  * head's far side is narrower than a wider blur) with 60 % of its features' finer chroma, an unsharp
- * mask on luma (2.2) restores the detail the warp and the new face's softer photo lose (at 1.5 the
- * bench clip's faces kept 0.56-0.64 of the footage's Laplacian variance, which re-encoding alone
- * leaves at 0.72-0.75; at 2.2 0.77, with no more speckles), the features take the source's
- * proportions fully (less as the head turns, see `frontal`), full opacity and a narrower feather
- * (4.5 %). The unsharp mask works on luma alone (on each channel, 1.0 doubled the speckles), its
+ * mask on luma restores the detail the warp and the new face's softer photo lose, but no more than
+ * the footage shows under it, on skin and on the features each (see matchedSharpening; at most 2.2,
+ * 30 % less on the features), the features take the source's proportions fully (less as the head
+ * turns, see `frontal`), full opacity and a narrower feather (4.5 %). The unsharp mask works on luma
+ * alone (on each channel, 1.0 doubled the speckles), its
  * change saturates, and it is weaker on the features, which are sharp already.
  */
 export const STYLES: Record<StyleVersion, StyleParams> = {
@@ -324,7 +324,10 @@ export function swapFace(
     targetSkin[i] = notSkin ? drawn[i]! * (1 - targetFeatures[i]!) * (1 - notSkin[i]!) : drawn[i]! * (1 - targetFeatures[i]!);
   }
   relight(warped, targetPatch, covered, sourceSkin, targetSkin, w, h, style, Math.max(1, style.lightRadius * faceSize));
-  if (style.sharpen > 0) sharpenLuma(warped, w, h, style.sharpen, drawnFeatures);
+  if (style.sharpen > 0) {
+    const most = { skin: style.sharpen, features: style.sharpen * (1 - FEATURE_SHARPEN_DAMP) };
+    sharpenLuma(warped, w, h, matchedSharpening(warped, targetPatch, drawn, drawnFeatures, w, h, most), drawnFeatures);
+  }
   if (style.keepTexture > 0) addDetail(warped, targetPatch, w, h, style.keepTexture, Math.max(1, faceSize / 80));
   targetEyes(warped, frame, width, height, target, drawnMesh, place);
   // The blend's support ends a pixel or two inside the visible face; its mask fades in over the
@@ -824,14 +827,85 @@ const SHARPEN_LIMIT = 18;
 // already, and sharpened further their single dark or bright pixels became speckles.
 const FEATURE_SHARPEN_DAMP = 0.3;
 
+// The amounts matchedSharpening tries: from a light blur (skin only; the features are never
+// softened) up to the style's fixed amounts.
+const SHARPEN_STEP = 0.05;
+const LEAST_SHARPEN = -0.5;
+// How much more fine-band energy than the footage's the new face may keep before encoding: x264
+// takes more of the new face's fine detail (low-contrast texture of a resampled photo) than of the
+// footage's, which survived one encode already. At 1.0 the test clips' new faces kept 0.55-0.81 of the
+// footage's Laplacian variance after encoding, where the footage alone keeps 0.72-0.75; at 1.4,
+// 0.61-0.94 and the turned clip's soft faces 0.77-1.19.
+const SHARPEN_HEADROOM = 1.4;
+
+/** Unsharp amounts on the new face's skin and on its features (see sharpenLuma). */
+interface Sharpening {
+  skin: number;
+  features: number;
+}
+
 /**
- * Unsharp mask on luma only (radius 1): the same high-pass of luma added to each channel. Sharpening
- * each channel on its own also sharpens the warped source's chroma noise into coloured speckles.
+ * Unsharp amounts that leave the new face no crisper than the footage's face under it, on its skin
+ * and on its features each, at most `most`: on each, the largest at which the energy of the new
+ * face's finest band of luma (luma minus its radius-1 blur) stays within SHARPEN_HEADROOM of the
+ * footage's over the same pixels, well inside the drawn face (its outline is a step). Footage often
+ * has smooth skin and crisp eyes and lips (make-up, a soft camera): one amount for both either etched
+ * the source photo's skin texture into creases or left the features soft beside the hair, and the
+ * fixed 2.2 outlined the turned clip's new faces, on soft footage, at twice the footage's Laplacian
+ * variance. (Matching instead the ratio of that band to the next coarser one, a measure of blur
+ * that content does not move, left every face soft: the warped photo's finest band is resampling
+ * texture more than edges.)
  */
-function sharpenLuma(rgb: Float32Array, w: number, h: number, amount: number, features: Float32Array): void {
+function matchedSharpening(warped: Float32Array, target: Float32Array, drawn: Float32Array, features: Float32Array, w: number, h: number, most: Sharpening): Sharpening {
+  const n = w * h, C = 5;
+  // Per pixel: the new face's luma, the footage's, the new face's high-pass on skin and on features, drawn.
+  const packed = scratch("sharpPacked", C * n), blurred = scratch("sharpBlurred", C * n);
+  for (let i = 0; i < n; i++) {
+    packed[C * i] = 0.299 * warped[3 * i]! + 0.587 * warped[3 * i + 1]! + 0.114 * warped[3 * i + 2]!;
+    packed[C * i + 1] = 0.299 * target[3 * i]! + 0.587 * target[3 * i + 1]! + 0.114 * target[3 * i + 2]!;
+    packed[C * i + 2] = packed[C * i + 3] = 0;
+    packed[C * i + 4] = drawn[i]!;
+  }
+  boxBlur(packed, blurred, w, h, C, 1);
+  for (let i = 0; i < n; i++) {
+    const high = packed[C * i]! - blurred[C * i]!;
+    packed[C * i + 2] = (1 - features[i]!) * high;
+    packed[C * i + 3] = features[i]! * high;
+  }
+  boxBlur(packed, blurred, w, h, C, 1);
+  const inner = boxBlur(drawn, scratch("sharpInner", n), w, h, 1, 3);
+  // Sharpened by a, the new face's finest band is f + a e. Per region (skin, features): ff, fe, ee, the footage's.
+  const sums = [new Float64Array(4), new Float64Array(4)] as const;
+  for (let i = 0; i < n; i++) {
+    const feature = features[i]! > 0.5;
+    if (inner[i]! < 0.999 || (!feature && features[i]! > 0.1)) continue;
+    const channel = C * i + (feature ? 3 : 2);
+    const f = packed[C * i]! - blurred[C * i]!, e = packed[channel]! - blurred[channel]!;
+    const sum = sums[feature ? 1 : 0];
+    sum[0]! += f * f;
+    sum[1]! += f * e;
+    sum[2]! += e * e;
+    sum[3]! += (packed[C * i + 1]! - blurred[C * i + 1]!) ** 2;
+  }
+  const amount = ([ff, fe, ee, footage]: Float64Array, least: number, limit: number) => {
+    if (!(ff! > 0)) return limit;
+    let best = least;
+    for (let a = least; a <= limit + 1e-9 && ff! + 2 * a * fe! + a * a * ee! <= SHARPEN_HEADROOM * footage!; a += SHARPEN_STEP) best = a;
+    return Math.min(limit, best);
+  };
+  return { skin: amount(sums[0], LEAST_SHARPEN, most.skin), features: amount(sums[1], 0, most.features) };
+}
+
+/**
+ * Unsharp mask on luma only (radius 1), by `amount.skin` on the skin and `amount.features` on the
+ * features (mixed by the `features` mask): the same high-pass of luma added to each channel.
+ * Sharpening each channel on its own also sharpens the warped source's chroma noise into coloured speckles.
+ */
+function sharpenLuma(rgb: Float32Array, w: number, h: number, amount: Sharpening, features: Float32Array): void {
   const blurred = boxBlur(rgb, scratch("detail", rgb.length), w, h, 3, 1);
   for (let p = 0; p < rgb.length; p += 3) {
-    const high = amount * (1 - FEATURE_SHARPEN_DAMP * features[p / 3]!) * (0.299 * (rgb[p]! - blurred[p]!) + 0.587 * (rgb[p + 1]! - blurred[p + 1]!) + 0.114 * (rgb[p + 2]! - blurred[p + 2]!));
+    const feature = features[p / 3]!;
+    const high = (amount.skin * (1 - feature) + amount.features * feature) * (0.299 * (rgb[p]! - blurred[p]!) + 0.587 * (rgb[p + 1]! - blurred[p + 1]!) + 0.114 * (rgb[p + 2]! - blurred[p + 2]!));
     const d = SHARPEN_LIMIT * Math.tanh(high / SHARPEN_LIMIT);
     rgb[p]! += d;
     rgb[p + 1]! += d;
