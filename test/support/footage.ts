@@ -25,11 +25,16 @@ export interface ClipOptions {
   crop?: string;
   /** A dark object (a glass held up, a hand) moves across the frame at face height. */
   occluder?: boolean;
+  /**
+   * A camera and people holding still: no pan or zoom, only a camera's sensor noise changing from
+   * frame to frame (what a new face must not shimmer over).
+   */
+  still?: boolean;
 }
 
 /**
  * An H.264 MP4 made from one photo, slowly zoomed and panned so consecutive frames differ the way
- * camera footage does.
+ * camera footage does (or held still, with sensor noise; see `still`).
  */
 export async function makeClip(output: string, options: ClipOptions): Promise<string> {
   const fps = options.fps ?? 25;
@@ -38,7 +43,8 @@ export async function makeClip(output: string, options: ClipOptions): Promise<st
   const zoom = `zoompan=z='1+0.15*on/${frames}':x='iw/2-(iw/zoom/2)+on*0.5':y='ih/2-(ih/zoom/2)':d=1:s=${width}x${evenHeight(width)}:fps=${fps}`;
   const args = ["-y", "-loglevel", "error", "-loop", "1", "-framerate", String(fps), "-i", options.photo ?? samplePhoto(1)];
   if (options.audio) args.push("-f", "lavfi", "-i", `sine=frequency=440:duration=${options.seconds}`);
-  const filters = [options.crop ? `crop=${options.crop}` : "", `scale=${width * 2}:-2`, zoom].filter(Boolean).join(",");
+  const camera = options.still ? [`scale=${width}:${evenHeight(width)}`, "noise=alls=8:allf=t"] : [`scale=${width * 2}:-2`, zoom];
+  const filters = [options.crop ? `crop=${options.crop}` : "", ...camera].filter(Boolean).join(",");
   if (options.occluder) {
     const box = occluderBox(0, options.seconds, width, evenHeight(width));
     args.push("-f", "lavfi", "-i", `color=c=0x283c64:s=${box.w}x${box.h}:r=${fps}`);
