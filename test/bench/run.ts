@@ -49,7 +49,9 @@ async function main(): Promise<void> {
       const create = ns.results.find((r) => r.name === "CreateNamespace")!;
       const noop = ns.results[0]!;
       check("GetNamespace >= 0.85 of the no-op's requests/s", get.perSecond / noop.perSecond >= 0.85);
-      check("GetNamespace p99 < 20 ms", get.p99Ms < 20);
+      // Against the no-op's p99 in the same run, not a fixed time: 64 callers queued on two cores
+      // shared with the load generator put the no-op's own p99 past 20 ms.
+      check("GetNamespace p99 <= 1.25 x the no-op's", get.p99Ms <= 1.25 * noop.p99Ms);
       check("CreateNamespace >= 1,500/s", create.perSecond >= 1500);
     }
     if (sections.has("registry")) {
