@@ -179,7 +179,8 @@ export function summarise(scores: FaceScore[]): Summary {
  * Identity is apart (identityFailures): v1 answers to faceres only.
  */
 export function clipFailures(summary: Summary, encoded?: Summary): string[] {
-  const found = failures({ frame: 0, face: 0, ...summary });
+  // The median's sharpness answers to SHARPNESS_MEDIAN alone (its floor can be lower than a face's).
+  const found = failures({ frame: 0, face: 0, ...summary }, (Object.keys(LIMITS) as Measure[]).filter((name) => name !== "sharpness"));
   const floor = Math.min(SHARPNESS_MEDIAN.min, encoded ? ENCODED_SHARE * encoded.sharpness : Infinity);
   if (!(summary.sharpness >= floor && summary.sharpness <= SHARPNESS_MEDIAN.max)) found.push(`median sharpness ${summary.sharpness.toFixed(3)}`);
   if (summary.failingEvery > 0) found.push(`faces failing ${EVERY_FACE.join("/")} ${(summary.failingEvery * 100).toFixed(0)}%`);
