@@ -329,6 +329,19 @@ describe("the same render twice", () => {
       expect(a.flatMap((frame, i) => (frame.equals(b[i]!) ? [] : [i])), "frames that differ").toEqual([]);
     },
   );
+
+  it("gives the same frames while another render shares the workers", { timeout: 120_000 }, async () => {
+    const video = await makeClip(path.join(dir, "people-long.mp4"), { seconds: 2.4, fps: 10, width: 480 });
+    const other = await makeClip(path.join(dir, "other-people.mp4"), { seconds: 2.4, fps: 10, width: 480, photo: samplePhoto(2) });
+    const alone = request({ video, endSeconds: 2.4 });
+    await renderer.render(alone);
+    // The other render's frames reach each worker between this one's.
+    const shared = request({ video, endSeconds: 2.4 });
+    await Promise.all([renderer.render(shared), renderer.render(request({ video: other, endSeconds: 2.4 }))]);
+    const [a, b] = [await framesOf(alone.output), await framesOf(shared.output)];
+    expect(b.length).toBe(a.length);
+    expect(a.flatMap((frame, i) => (frame.equals(b[i]!) ? [] : [i])), "frames that differ").toEqual([]);
+  });
 });
 
 describe("face detector", () => {

@@ -34,10 +34,10 @@ const config: Partial<Config> = {
   modelBasePath: MODEL_ORIGIN,
   warmup: "none",
   debug: false,
-  // Frames that differ little from the previous one reuse its face boxes instead of running the
-  // detector (set per call: see the worker). The detector runs again every few frames by count, never
-  // by time (skipTime): by time, how busy the machine was decided which frames were detected afresh,
-  // and the same video rendered differently from run to run.
+  // Human never reuses face boxes here (every call sets cacheSensitivity 0): between detections a
+  // render's faces are followed by FaceFollower, which runs the detector again after skipFrames
+  // frames, by count and never by time: by time, how busy the machine was decided which frames were
+  // detected afresh, and the same video rendered differently from run to run.
   filter: { enabled: false } as Config["filter"],
   gesture: { enabled: false },
   body: { enabled: false } as Config["body"],

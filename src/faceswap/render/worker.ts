@@ -1,5 +1,6 @@
 import { parentPort } from "node:worker_threads";
-import type { Config, FaceResult, Tensor } from "@vladmandic/human";
+import type { Config, Point, Tensor } from "@vladmandic/human";
+import { FaceFollower } from "./face-follower.js";
 import { HandFinder } from "./hands.js";
 import { loadHuman } from "./human.js";
 import type { FaceData, WorkerReply, WorkerRequest } from "./protocol.js";
@@ -16,13 +17,15 @@ const human = await loadHuman();
 const mirror = mirrorPoints(human.faceUVMap);
 /** Each render's hand finder: renders that share this worker must not follow each other's hands. */
 const handFinders = new Map<number, HandFinder>();
-/** Each render's upright mesher, which remembers the roll of its previous frame's faces. */
-const uprightMeshers = new Map<number, UprightMesher>();
+/** Each render's face follower (see FaceFollower). */
+const followers = new Map<number, FaceFollower>();
+/** Faces of video frames scored below this by the mesh model are dropped. */
+const VIDEO_MIN_CONFIDENCE = 0.3;
 /** Frames between detect and finish, with the keypoints of the hands found in them. */
 const held = new Map<string, { pixels: Uint8Array; width: number; height: number; hands: Float32Array[] }>();
 const sources = new Map<number, SourceFace[]>();
 
-function toFaceData(face: FaceResult, points = face.mesh): FaceData {
+function toFaceData(face: { box: readonly number[]; score: number; mesh: Point[]; embedding?: number[] | undefined }, points = face.mesh): FaceData {
   const mesh = new Float32Array(points.length * 2);
   const depth = new Float32Array(points.length);
   points.forEach((point, i) => {
@@ -30,54 +33,39 @@ function toFaceData(face: FaceResult, points = face.mesh): FaceData {
     mesh[i * 2 + 1] = point[1];
     depth[i] = point[2] ?? 0;
   });
-  const data: FaceData = { box: [...face.box], score: face.score, mesh, depth };
+  const data: FaceData = { box: [face.box[0]!, face.box[1]!, face.box[2]!, face.box[3]!], score: face.score, mesh, depth };
   if (face.embedding?.length) data.embedding = face.embedding;
   return data;
 }
 
-/**
- * How far Human may follow the face boxes it found in its previous call. A video frame may reuse the
- * boxes of the one before it if the two differ little (`follow`); unrelated stills never (`still`).
- * The first frame of a render in this worker (`first`) is compared, so the next one has something to
- * be compared with, but never follows: Human holds the boxes of whatever it saw last, and a render
- * starting from another render's boxes came out differently depending on what ran before it.
- */
-const CACHE_SENSITIVITY = { follow: 0.7, still: 0, first: -1 } as const;
-/** The render whose frame Human looked at last in this worker, when that look was a frame's detection. */
-let followable: number | undefined;
-
-async function faces(
-  pixels: Uint8Array,
-  width: number,
-  height: number,
-  options: {
-    describe: boolean;
-    boxes: keyof typeof CACHE_SENSITIVITY;
-    upright?: UprightMesher;
-    minConfidence?: number;
-    hands?: (frame: Tensor, faces: FaceData[]) => Promise<void>;
-  },
-) {
+/** An int32 [height, width, 3] tensor of the frame for `use`, disposed after. */
+async function withTensor<T>(pixels: Uint8Array, width: number, height: number, use: (frame: Tensor) => Promise<T>): Promise<T> {
   const tensor = human.tf.tensor3d(pixels, [height, width, 3], "int32");
   try {
-    const minConfidence = options.minConfidence ?? 0.3;
+    return await use(tensor);
+  } finally {
+    human.tf.dispose(tensor);
+  }
+}
+
+/**
+ * The faces of a still image, with embeddings; `upright`: rolled heads meshed again upright (see
+ * UprightMesher). Human reuses no boxes (cacheSensitivity 0): unrelated images follow nothing.
+ */
+async function stillFaces(pixels: Uint8Array, width: number, height: number, options: { describe: boolean; upright: boolean; minConfidence: number }) {
+  return withTensor(pixels, width, height, async (tensor) => {
+    const { minConfidence } = options;
     // Human's own rotation stays off (see UprightMesher): only rolled heads are meshed again, upright.
-    const detector = { minConfidence, rotation: false };
-    // Each call sets every option it depends on: Human merges a call's config into its own.
     const config = {
-      cacheSensitivity: CACHE_SENSITIVITY[options.boxes],
-      face: { enabled: true, detector, description: { enabled: options.describe } },
+      cacheSensitivity: 0,
+      face: { enabled: true, detector: { minConfidence, rotation: false }, description: { enabled: options.describe } },
       hand: { enabled: false },
     } as Partial<Config>;
     const result = await human.detect(tensor, config);
     const meshed = result.face.filter((face) => face.mesh.length > 0);
-    const upright = (await options.upright?.meshes(tensor, meshed, minConfidence)) ?? [];
-    const found = meshed.map((face, i) => toFaceData(face, upright[i]));
-    await options.hands?.(tensor, found);
-    return found;
-  } finally {
-    human.tf.dispose(tensor);
-  }
+    const upright = options.upright ? await new UprightMesher(human, mirror).meshes(tensor, meshed, minConfidence) : [];
+    return meshed.map((face, i) => toFaceData(face, upright[i]?.mesh));
+  });
 }
 
 function heldFrame(job: number, frame: number) {
@@ -94,23 +82,20 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
       held.set(`${request.job}:${request.frame}`, frame);
       let finder = handFinders.get(request.job);
       if (!finder) handFinders.set(request.job, (finder = new HandFinder(human)));
-      let upright = uprightMeshers.get(request.job);
-      if (!upright) uprightMeshers.set(request.job, (upright = new UprightMesher(human, mirror, true)));
-      const found = async (tensor: Tensor, faces: FaceData[]) => {
+      let follower = followers.get(request.job);
+      if (!follower) followers.set(request.job, (follower = new FaceFollower(human, mirror, VIDEO_MIN_CONFIDENCE)));
+      const found = await withTensor(pixels, request.width, request.height, async (tensor) => {
+        const faces = (await follower.faces(tensor, pixels)).map((face) => toFaceData(face));
         frame.hands = await finder.find(tensor, frame, faces.map((face) => face.box));
-      };
-      // The frames' rolled heads are meshed again upright (see UprightMesher), or the new face's eyes and
-      // mouth were drawn beside the target's. Embeddings (describe, analyse) are taken unturned:
-      // turned, two different people of a demo photo scored 0.66, past the same-person threshold
-      // (0.57 unturned).
-      const boxes = followable === request.job ? "follow" : "first";
-      followable = request.job;
-      return { value: await faces(pixels, request.width, request.height, { describe: false, boxes, upright, hands: found }) };
+        return faces;
+      });
+      return { value: found };
     }
     case "describe": {
+      // Embeddings are taken unturned: turned, two different people of a demo photo scored 0.66, past
+      // the same-person threshold (0.57 unturned).
       const { pixels, width, height } = heldFrame(request.job, request.frame);
-      followable = undefined;
-      return { value: await faces(pixels, width, height, { describe: true, boxes: "still" }) };
+      return { value: await stillFaces(pixels, width, height, { describe: true, upright: false, minConfidence: VIDEO_MIN_CONFIDENCE }) };
     }
     case "finish": {
       const { pixels, width, height, hands: handPoints } = heldFrame(request.job, request.frame);
@@ -124,8 +109,7 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
     }
     case "analyse": {
       const pixels = new Uint8Array(request.pixels);
-      followable = undefined;
-      return { value: await faces(pixels, request.width, request.height, { describe: true, boxes: "still", upright: request.upright ? new UprightMesher(human, mirror, false) : undefined, minConfidence: request.minConfidence }) };
+      return { value: await stillFaces(pixels, request.width, request.height, { describe: true, upright: request.upright, minConfidence: request.minConfidence }) };
     }
     case "similarities":
       return { value: request.candidates.map((candidate) => human.match.similarity(request.embedding, candidate)) };
@@ -135,7 +119,7 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
     case "end":
       sources.delete(request.job);
       handFinders.delete(request.job);
-      uprightMeshers.delete(request.job);
+      followers.delete(request.job);
       for (const key of held.keys()) if (key.startsWith(`${request.job}:`)) held.delete(key);
       return { value: null };
   }

@@ -1,0 +1,154 @@
+import type { Config, Human, Point, Tensor } from "@vladmandic/human";
+import { meshCrops, roll, UPRIGHT_ROLL, UprightMesher, type MeshCrop } from "./upright.js";
+
+/** A face as the follower reports it: Human's clamped box, the mesh's confidence, and its points in frame pixels. */
+export interface FollowedFace {
+  box: [number, number, number, number];
+  score: number;
+  mesh: Point[];
+}
+
+interface Followed {
+  /** The crop the next frame meshes the face from: the detector's box size, centred on the last mesh. */
+  crop: MeshCrop;
+  box: [number, number, number, number];
+  roll: number;
+}
+
+/**
+ * A squared difference per sample (0-255 values) past which a frame counts as a new scene and the
+ * detector runs at once; Human's own measure and threshold for reusing the previous frame's boxes.
+ */
+const NEW_SCENE = 0.7;
+
+/**
+ * Finds the faces of one worker's share of a render's frames. The detector runs on the first frame,
+ * then on every (skipFrames + 1)-th, on a new scene, and whenever no face is left; in between, each
+ * face is meshed from a crop about where its mesh was in the frame before, all of a frame's faces in
+ * one call of the mesh model, and a rolled head from a crop turned upright at once (see UprightMesher).
+ * This is what Human does between detections, except that Human meshed each face by itself and
+ * unturned, and a rolled face was then meshed a second time, upright: two meshes of five were thrown
+ * away, and calls one face at a time cost half as much again as one call for all.
+ *
+ * The state is the render's own, never the worker's: Human keeps one set of boxes for whatever it
+ * looked at last, so renders sharing a worker, or an embedding asked for between two frames, could
+ * change which frames were detected afresh and so the output.
+ */
+export class FaceFollower {
+  private followed: Followed[] = [];
+  private sinceDetection = 0;
+  private previous: Uint8Array | undefined;
+  private readonly upright: UprightMesher;
+  private readonly skipFrames: number;
+
+  constructor(
+    private readonly human: Human,
+    private readonly mirror: Int32Array,
+    private readonly minConfidence: number,
+  ) {
+    this.upright = new UprightMesher(human, mirror);
+    this.skipFrames = human.config.face.detector?.skipFrames ?? 0;
+  }
+
+  /** The faces of the next frame of this share: `frame` is its int32 [height, width, 3] tensor, `pixels` its rgb24 bytes. */
+  async faces(frame: Tensor, pixels: Uint8Array): Promise<FollowedFace[]> {
+    const newScene = this.changed(pixels);
+    if (this.followed.length === 0 || newScene || this.sinceDetection >= this.skipFrames) return this.detect(frame);
+    this.sinceDetection++;
+    return this.follow(frame);
+  }
+
+  private async detect(frame: Tensor): Promise<FollowedFace[]> {
+    const [height, width] = frame.shape as [number, number, number];
+    const minConfidence = this.minConfidence;
+    // The detector afresh (cacheSensitivity 0: Human reuses no boxes), Human's own rotation off.
+    const config = {
+      cacheSensitivity: 0,
+      face: { enabled: true, detector: { minConfidence, rotation: false }, description: { enabled: false } },
+      hand: { enabled: false },
+    } as Partial<Config>;
+    const result = await this.human.detect(frame, config);
+    const meshed = result.face.filter((face) => face.mesh.length > 0);
+    const upright = await this.upright.meshes(frame, meshed, minConfidence, this.followed);
+    this.sinceDetection = 0;
+    this.followed = [];
+    return meshed.map((face, i) => {
+      const mesh = upright[i]!.mesh ?? face.mesh;
+      const bw = face.boxRaw[2] * width, bh = face.boxRaw[3] * height;
+      // Human's box after meshing is centred on its own (unturned) mesh; a rolled face's next crop
+      // is centred on the mesh drawn from.
+      const centre = upright[i]!.mesh ? centreOf(mesh) : [face.boxRaw[0] * width + bw / 2, face.boxRaw[1] * height + bh / 2];
+      this.followed.push({ crop: { cx: centre[0]!, cy: centre[1]!, width: bw, height: bh, angle: 0 }, box: face.box, roll: upright[i]!.roll });
+      return { box: face.box, score: face.score, mesh };
+    });
+  }
+
+  private async follow(frame: Tensor): Promise<FollowedFace[]> {
+    const [height, width] = frame.shape as [number, number, number];
+    const crops = this.followed.map(({ crop, roll }) => ({ ...crop, angle: Math.abs(roll) > UPRIGHT_ROLL ? roll : 0 }));
+    const meshed = await meshCrops(this.human, frame, crops);
+    const found: FollowedFace[] = [];
+    const followed: Followed[] = [];
+    for (const [k, crop] of crops.entries()) {
+      let { score, mesh } = meshed[k]!;
+      let turn = crop.angle === 0 ? roll(mesh, this.mirror) : 0;
+      if (crop.angle !== 0 && score < this.minConfidence) {
+        // Turned, the crop no longer reads as a face (the head straightened fast, or turned away):
+        // meshed unturned, as on a frame the detector ran on.
+        ({ score, mesh } = (await meshCrops(this.human, frame, [{ ...crop, angle: 0 }]))[0]!);
+        turn = roll(mesh, this.mirror);
+      }
+      score = Math.round(100 * score) / 100;
+      if (score < this.minConfidence) continue;
+      let finalRoll = crop.angle === 0 ? turn : roll(mesh, this.mirror);
+      if (crop.angle === 0 && Math.abs(turn) > UPRIGHT_ROLL) {
+        // A head that has begun to roll is turned upright as a face new to the render would be, from a
+        // crop centred on where it is now.
+        const [cx, cy] = centreOf(mesh);
+        const upright = await this.upright.turned(frame, { ...crop, cx, cy, angle: turn }, this.minConfidence);
+        if (upright.mesh) mesh = upright.mesh;
+        finalRoll = upright.roll;
+      }
+      const [cx, cy] = centreOf(mesh);
+      const box = clampBox(cx! - crop.width / 2, cy! - crop.height / 2, crop.width, crop.height, width, height);
+      followed.push({ crop: { cx: cx!, cy: cy!, width: crop.width, height: crop.height, angle: 0 }, box, roll: finalRoll });
+      // Human keeps a box scored exactly at the bound but reports only faces above it.
+      if (score > this.minConfidence) found.push({ box, score, mesh });
+    }
+    this.followed = followed;
+    return found;
+  }
+
+  /** Whether `pixels` differ from the previous frame's as a new scene does; keeps a copy for the next. */
+  private changed(pixels: Uint8Array): boolean {
+    const previous = this.previous;
+    this.previous = previous?.length === pixels.length ? previous : new Uint8Array(pixels.length);
+    if (previous?.length !== pixels.length) {
+      this.previous.set(pixels);
+      return true;
+    }
+    let sum = 0;
+    for (let i = 0; i < pixels.length; i++) {
+      const d = pixels[i]! - previous[i]!;
+      sum += d * d;
+    }
+    previous.set(pixels);
+    return sum / pixels.length / 255 > NEW_SCENE;
+  }
+}
+
+/** The centre of the points' bounding box. */
+function centreOf(mesh: readonly Point[]): [number, number] {
+  let minX = Infinity, minY = Infinity, maxX = -Infinity, maxY = -Infinity;
+  for (const [x, y] of mesh) {
+    minX = Math.min(minX, x); maxX = Math.max(maxX, x);
+    minY = Math.min(minY, y); maxY = Math.max(maxY, y);
+  }
+  return [minX + (maxX - minX) / 2, minY + (maxY - minY) / 2];
+}
+
+/** Human's clamped box: whole pixels inside the frame. */
+function clampBox(x: number, y: number, w: number, h: number, width: number, height: number): [number, number, number, number] {
+  const x0 = Math.max(0, x), y0 = Math.max(0, y);
+  return [Math.trunc(x0), Math.trunc(y0), Math.trunc(Math.min(width, x + w) - x0), Math.trunc(Math.min(height, y + h) - y0)];
+}
