@@ -1,5 +1,5 @@
-import type { Config, Human, Point, Tensor } from "@vladmandic/human";
-import { meshCrops, roll, UPRIGHT_ROLL, UprightMesher, type MeshCrop } from "./upright.js";
+import type { Config, Human, Point } from "@vladmandic/human";
+import { meshCrops, roll, UPRIGHT_ROLL, UprightMesher, type MeshCrop, type MeshFrame } from "./upright.js";
 
 /** A face as the follower reports it: Human's clamped box, the mesh's confidence, and its points in frame pixels. */
 export interface FollowedFace {
@@ -20,6 +20,7 @@ interface Followed {
  * detector runs at once; Human's own measure and threshold for reusing the previous frame's boxes.
  */
 const NEW_SCENE = 0.7;
+const SCENE_STRIDE = 4;
 
 /**
  * Finds the faces of one worker's share of a render's frames. The detector runs on the first frame,
@@ -50,16 +51,16 @@ export class FaceFollower {
     this.skipFrames = human.config.face.detector?.skipFrames ?? 0;
   }
 
-  /** The faces of the next frame of this share: `frame` is its int32 [height, width, 3] tensor, `pixels` its rgb24 bytes. */
-  async faces(frame: Tensor, pixels: Uint8Array): Promise<FollowedFace[]> {
-    const newScene = this.changed(pixels);
+  /** The faces of the next frame of this share. */
+  async faces(frame: MeshFrame): Promise<FollowedFace[]> {
+    const newScene = this.changed(frame.pixels);
     if (this.followed.length === 0 || newScene || this.sinceDetection >= this.skipFrames) return this.detect(frame);
     this.sinceDetection++;
     return this.follow(frame);
   }
 
-  private async detect(frame: Tensor): Promise<FollowedFace[]> {
-    const [height, width] = frame.shape as [number, number, number];
+  private async detect(frame: MeshFrame): Promise<FollowedFace[]> {
+    const { width, height } = frame;
     const minConfidence = this.minConfidence;
     // The detector afresh (cacheSensitivity 0: Human reuses no boxes), Human's own rotation off.
     const config = {
@@ -67,7 +68,7 @@ export class FaceFollower {
       face: { enabled: true, detector: { minConfidence, rotation: false }, description: { enabled: false } },
       hand: { enabled: false },
     } as Partial<Config>;
-    const result = await this.human.detect(frame, config);
+    const result = await this.human.detect(frame.tensor, config);
     const meshed = result.face.filter((face) => face.mesh.length > 0);
     const upright = await this.upright.meshes(frame, meshed, minConfidence, this.followed);
     this.sinceDetection = 0;
@@ -83,8 +84,8 @@ export class FaceFollower {
     });
   }
 
-  private async follow(frame: Tensor): Promise<FollowedFace[]> {
-    const [height, width] = frame.shape as [number, number, number];
+  private async follow(frame: MeshFrame): Promise<FollowedFace[]> {
+    const { width, height } = frame;
     const crops = this.followed.map(({ crop, roll }) => ({ ...crop, angle: Math.abs(roll) > UPRIGHT_ROLL ? roll : 0 }));
     const meshed = await meshCrops(this.human, frame, crops);
     const found: FollowedFace[] = [];
@@ -127,13 +128,14 @@ export class FaceFollower {
       this.previous.set(pixels);
       return true;
     }
-    let sum = 0;
-    for (let i = 0; i < pixels.length; i++) {
+    // Every SCENE_STRIDE-th sample (each channel in turn) tells a new scene as well as all of them.
+    let sum = 0, samples = 0;
+    for (let i = 0; i < pixels.length; i += SCENE_STRIDE, samples++) {
       const d = pixels[i]! - previous[i]!;
       sum += d * d;
     }
     previous.set(pixels);
-    return sum / pixels.length / 255 > NEW_SCENE;
+    return sum / samples / 255 > NEW_SCENE;
   }
 }
 

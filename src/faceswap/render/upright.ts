@@ -41,6 +41,14 @@ export function roll(mesh: readonly Point[], mirror: Int32Array): number {
   return Math.atan2(dy, dx);
 }
 
+/** A frame as the mesh crops read it: its int32 [height, width, 3] tensor and the rgb24 bytes it was made from. */
+export interface MeshFrame {
+  tensor: Tensor;
+  pixels: Uint8Array;
+  width: number;
+  height: number;
+}
+
 /** A face's crop for the mesh model: a box (frame pixels) about its centre, turned by `angle` first. */
 export interface MeshCrop {
   cx: number;
@@ -63,12 +71,12 @@ export interface CropMesh {
  * crop is cut from the frame exactly as Human cuts its own (and its points are whole pixels, as
  * Human's are), so a face that is not rolled is meshed the same whether Human or this meshed it.
  */
-export async function meshCrops(human: Human, frame: Tensor, crops: readonly MeshCrop[]): Promise<CropMesh[]> {
+export async function meshCrops(human: Human, frame: MeshFrame, crops: readonly MeshCrop[]): Promise<CropMesh[]> {
   const model = human.models.models.facemesh;
   if (!model) throw new Error("the face mesh model is not loaded");
   const tf = human.tf as Tf;
   const size = model.inputs[0]!.shape![2]!;
-  const [height, width] = frame.shape as [number, number, number];
+  const { width, height } = frame;
   const usable = crops.map((crop) => crop.width >= 2 && crop.height >= 2 && reach(crop, width, height) !== undefined);
   if (!usable.includes(true)) return crops.map(() => ({ score: 0, mesh: [] }));
   const [confidence, coords] = tf.tidy(() => {
@@ -98,16 +106,22 @@ function reach(crop: MeshCrop, width: number, height: number): { x0: number; y0:
 }
 
 /** The [1, size, size, 3] input of one crop, in 0..1. */
-function cropOf(tf: Tf, frame: Tensor, crop: MeshCrop, size: number): TfTensor {
-  const [height, width] = frame.shape as [number, number, number];
+function cropOf(tf: Tf, frame: MeshFrame, crop: MeshCrop, size: number): TfTensor {
+  const { width, height } = frame;
   const { cx, cy, width: bw, height: bh } = crop;
   if (crop.angle === 0) {
     const box = [[(cy - bh / 2) / height, (cx - bw / 2) / width, (cy + bh / 2) / height, (cx + bw / 2) / width]];
-    return tf.div(tf.image.cropAndResize(tf.expandDims(frame as never, 0) as Tensor4D, box, [0], [size, size], "bilinear"), 255);
+    return tf.div(tf.image.cropAndResize(tf.expandDims(frame.tensor as never, 0) as Tensor4D, box, [0], [size, size], "bilinear"), 255);
   }
-  // Only the part of the frame the turned box reaches is turned.
+  // Only the part of the frame the turned box reaches is turned, copied here from the frame's bytes:
+  // tfjs's slice of the frame tensor took 4 % of a worker.
   const { x0, y0, w, h } = reach(crop, width, height)!;
-  const part = tf.expandDims(tf.cast(tf.slice(frame as never, [y0, x0, 0], [h, w, 3]), "float32"), 0) as Tensor4D;
+  const values = new Float32Array(w * h * 3);
+  for (let y = 0; y < h; y++) {
+    const from = ((y0 + y) * width + x0) * 3;
+    for (let k = 0; k < w * 3; k++) values[y * w * 3 + k] = frame.pixels[from + k]!;
+  }
+  const part = tf.tensor4d(values, [1, h, w, 3]);
   const turned = tf.image.rotateWithOffset(part, crop.angle, 0, [(cx - x0) / w, (cy - y0) / h]);
   const box = [[(cy - bh / 2 - y0) / h, (cx - bw / 2 - x0) / w, (cy + bh / 2 - y0) / h, (cx + bw / 2 - x0) / w]];
   return tf.div(tf.image.cropAndResize(turned, box, [0], [size, size], "bilinear"), 255);
@@ -151,18 +165,18 @@ export class UprightMesher {
   ) {}
 
   /**
-   * For each of `faces` (found unturned in `frame`, an int32 [height, width, 3] tensor), its roll and
+   * For each of `faces` (found unturned in `frame`), its roll and
    * its mesh from a crop turned upright, or no mesh where it is not rolled past UPRIGHT_ROLL or the
    * mesh model does not score the turned crop a face of `minConfidence`. `previous`: the boxes and
    * rolls of the faces in the video's previous frame.
    */
   async meshes(
-    frame: Tensor,
+    frame: MeshFrame,
     faces: readonly FaceResult[],
     minConfidence: number,
     previous: ReadonlyArray<{ box: readonly number[]; roll: number }> = [],
   ): Promise<UprightFace[]> {
-    const [height, width] = frame.shape as [number, number, number];
+    const { width, height } = frame;
     const found: UprightFace[] = [];
     for (const face of faces) {
       // A roll carried from the previous frame starts the turn only while it is past UPRIGHT_ROLL; once
@@ -180,7 +194,7 @@ export class UprightMesher {
    * The face in `crop` meshed upright: turned by the crop's angle, then by what its mesh still reads,
    * up to `passes` times, while that reading is past UPRIGHT_ROLL.
    */
-  async turned(frame: Tensor, crop: MeshCrop, minConfidence: number, passes = PASSES): Promise<UprightFace> {
+  async turned(frame: MeshFrame, crop: MeshCrop, minConfidence: number, passes = PASSES): Promise<UprightFace> {
     let angle = crop.angle;
     let mesh: Point[] | undefined;
     for (let pass = 0; pass < passes && Math.abs(angle) > UPRIGHT_ROLL; pass++) {

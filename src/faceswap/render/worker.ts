@@ -1,12 +1,12 @@
 import { parentPort } from "node:worker_threads";
-import type { Config, Point, Tensor } from "@vladmandic/human";
+import type { Config, Point } from "@vladmandic/human";
 import { FaceFollower } from "./face-follower.js";
 import { HandFinder } from "./hands.js";
 import { loadHuman } from "./human.js";
 import type { FaceData, WorkerReply, WorkerRequest } from "./protocol.js";
 import { mirrorPoints } from "./mirror.js";
 import { swapFace, type SourceFace } from "./swap.js";
-import { UprightMesher } from "./upright.js";
+import { UprightMesher, type MeshFrame } from "./upright.js";
 
 /**
  * One render worker: its own Human instance (tfjs WASM is single-threaded, so one per core) that
@@ -38,11 +38,11 @@ function toFaceData(face: { box: readonly number[]; score: number; mesh: Point[]
   return data;
 }
 
-/** An int32 [height, width, 3] tensor of the frame for `use`, disposed after. */
-async function withTensor<T>(pixels: Uint8Array, width: number, height: number, use: (frame: Tensor) => Promise<T>): Promise<T> {
+/** The frame with an int32 [height, width, 3] tensor of it for `use`, disposed after. */
+async function withTensor<T>(pixels: Uint8Array, width: number, height: number, use: (frame: MeshFrame) => Promise<T>): Promise<T> {
   const tensor = human.tf.tensor3d(pixels, [height, width, 3], "int32");
   try {
-    return await use(tensor);
+    return await use({ tensor, pixels, width, height });
   } finally {
     human.tf.dispose(tensor);
   }
@@ -53,7 +53,7 @@ async function withTensor<T>(pixels: Uint8Array, width: number, height: number, 
  * UprightMesher). Human reuses no boxes (cacheSensitivity 0): unrelated images follow nothing.
  */
 async function stillFaces(pixels: Uint8Array, width: number, height: number, options: { describe: boolean; upright: boolean; minConfidence: number }) {
-  return withTensor(pixels, width, height, async (tensor) => {
+  return withTensor(pixels, width, height, async (frame) => {
     const { minConfidence } = options;
     // Human's own rotation stays off (see UprightMesher): only rolled heads are meshed again, upright.
     const config = {
@@ -61,9 +61,9 @@ async function stillFaces(pixels: Uint8Array, width: number, height: number, opt
       face: { enabled: true, detector: { minConfidence, rotation: false }, description: { enabled: options.describe } },
       hand: { enabled: false },
     } as Partial<Config>;
-    const result = await human.detect(tensor, config);
+    const result = await human.detect(frame.tensor, config);
     const meshed = result.face.filter((face) => face.mesh.length > 0);
-    const upright = options.upright ? await new UprightMesher(human, mirror).meshes(tensor, meshed, minConfidence) : [];
+    const upright = options.upright ? await new UprightMesher(human, mirror).meshes(frame, meshed, minConfidence) : [];
     return meshed.map((face, i) => toFaceData(face, upright[i]?.mesh));
   });
 }
@@ -84,9 +84,9 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
       if (!finder) handFinders.set(request.job, (finder = new HandFinder(human)));
       let follower = followers.get(request.job);
       if (!follower) followers.set(request.job, (follower = new FaceFollower(human, mirror, VIDEO_MIN_CONFIDENCE)));
-      const found = await withTensor(pixels, request.width, request.height, async (tensor) => {
-        const faces = (await follower.faces(tensor, pixels)).map((face) => toFaceData(face));
-        frame.hands = await finder.find(tensor, frame, faces.map((face) => face.box));
+      const found = await withTensor(pixels, request.width, request.height, async (meshFrame) => {
+        const faces = (await follower.faces(meshFrame)).map((face) => toFaceData(face));
+        frame.hands = await finder.find(meshFrame.tensor, frame, faces.map((face) => face.box));
         return faces;
       });
       return { value: found };
