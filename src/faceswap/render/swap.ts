@@ -857,35 +857,34 @@ interface Sharpening {
  * texture more than edges.)
  */
 function matchedSharpening(warped: Float32Array, target: Float32Array, drawn: Float32Array, features: Float32Array, w: number, h: number, most: Sharpening): Sharpening {
-  const n = w * h, C = 5;
-  // Per pixel: the new face's luma, the footage's, the new face's high-pass on skin and on features, drawn.
-  const packed = scratch("sharpPacked", C * n), blurred = scratch("sharpBlurred", C * n);
+  const n = w * h;
+  // Per pixel: the new face's luma and the footage's; then the new face's high-pass on skin and on features.
+  const luma = scratch("sharpLuma", 2 * n), lumaBlurred = scratch("sharpLumaBlurred", 2 * n);
   for (let i = 0; i < n; i++) {
-    packed[C * i] = 0.299 * warped[3 * i]! + 0.587 * warped[3 * i + 1]! + 0.114 * warped[3 * i + 2]!;
-    packed[C * i + 1] = 0.299 * target[3 * i]! + 0.587 * target[3 * i + 1]! + 0.114 * target[3 * i + 2]!;
-    packed[C * i + 2] = packed[C * i + 3] = 0;
-    packed[C * i + 4] = drawn[i]!;
+    luma[2 * i] = 0.299 * warped[3 * i]! + 0.587 * warped[3 * i + 1]! + 0.114 * warped[3 * i + 2]!;
+    luma[2 * i + 1] = 0.299 * target[3 * i]! + 0.587 * target[3 * i + 1]! + 0.114 * target[3 * i + 2]!;
   }
-  boxBlur(packed, blurred, w, h, C, 1);
+  boxBlur(luma, lumaBlurred, w, h, 2, 1);
+  const high = scratch("sharpHigh", 2 * n), highBlurred = scratch("sharpHighBlurred", 2 * n);
   for (let i = 0; i < n; i++) {
-    const high = packed[C * i]! - blurred[C * i]!;
-    packed[C * i + 2] = (1 - features[i]!) * high;
-    packed[C * i + 3] = features[i]! * high;
+    const band = luma[2 * i]! - lumaBlurred[2 * i]!;
+    high[2 * i] = (1 - features[i]!) * band;
+    high[2 * i + 1] = features[i]! * band;
   }
-  boxBlur(packed, blurred, w, h, C, 1);
+  boxBlur(high, highBlurred, w, h, 2, 1);
   const inner = boxBlur(drawn, scratch("sharpInner", n), w, h, 1, 3);
   // Sharpened by a, the new face's finest band is f + a e. Per region (skin, features): ff, fe, ee, the footage's.
   const sums = [new Float64Array(4), new Float64Array(4)] as const;
   for (let i = 0; i < n; i++) {
     const feature = features[i]! > 0.5;
     if (inner[i]! < 0.999 || (!feature && features[i]! > 0.1)) continue;
-    const channel = C * i + (feature ? 3 : 2);
-    const f = packed[C * i]! - blurred[C * i]!, e = packed[channel]! - blurred[channel]!;
+    const channel = 2 * i + (feature ? 1 : 0);
+    const f = luma[2 * i]! - lumaBlurred[2 * i]!, e = high[channel]! - highBlurred[channel]!;
     const sum = sums[feature ? 1 : 0];
     sum[0]! += f * f;
     sum[1]! += f * e;
     sum[2]! += e * e;
-    sum[3]! += (packed[C * i + 1]! - blurred[C * i + 1]!) ** 2;
+    sum[3]! += (luma[2 * i + 1]! - lumaBlurred[2 * i + 1]!) ** 2;
   }
   const amount = ([ff, fe, ee, footage]: Float64Array, least: number, limit: number) => {
     if (!(ff! > 0)) return limit;
