@@ -8,18 +8,27 @@ import { loadHuman } from "../src/faceswap/render/human.js";
 import { decodeFrames, type RgbImage } from "../src/faceswap/render/images.js";
 import { mirrorPoints } from "../src/faceswap/render/mirror.js";
 import { roll, UPRIGHT_ROLL } from "../src/faceswap/render/upright.js";
-import { makeClip } from "./support/footage.js";
+import { makeClip, samplePhoto } from "./support/footage.js";
 
 let dir: string;
 let human: Human;
 let mirror: Int32Array;
 /** One worker's share of sample1's pan (every other frame): three faces, two of them rolled. */
 let frames: RgbImage[];
+/** sample4's pan: four other faces, elsewhere in the frame. */
+let otherScene: RgbImage[];
 
 beforeAll(async () => {
   dir = await fs.mkdtemp(path.join(os.tmpdir(), "face-follower-test-"));
-  const clip = await makeClip(path.join(dir, "people.mp4"), { seconds: 1.2, fps: 25, width: 576 });
-  [human, { frames }] = await Promise.all([loadHuman(), decodeFrames(clip, { maxLongSide: 576, maxFrames: 30 })]);
+  const [clip, other] = await Promise.all([
+    makeClip(path.join(dir, "people.mp4"), { seconds: 1.2, fps: 25, width: 576 }),
+    makeClip(path.join(dir, "other-people.mp4"), { seconds: 0.4, fps: 25, width: 576, photo: samplePhoto(4) }),
+  ]);
+  [human, { frames }, { frames: otherScene }] = await Promise.all([
+    loadHuman(),
+    decodeFrames(clip, { maxLongSide: 576, maxFrames: 30 }),
+    decodeFrames(other, { maxLongSide: 576, maxFrames: 10 }),
+  ]);
   mirror = mirrorPoints(human.faceUVMap);
   frames = frames.filter((_, k) => k % 2 === 0);
 });
@@ -76,5 +85,16 @@ describe("face follower", () => {
     }
     expect(level).toBeGreaterThan(10);
     expect(rolled).toBeGreaterThan(10);
+  });
+
+  it("finds the faces of a new scene at once, rather than following the last scene's", { timeout: 60_000 }, async () => {
+    const follower = new FaceFollower(human, mirror, 0.3);
+    // Two frames of the first scene: the second follows the faces of the first, as frames between detections do.
+    for (const image of frames.slice(0, 2)) await followed(follower, image);
+    const cut = otherScene[0]!;
+    const found = await followed(follower, cut);
+    const fresh = await followed(new FaceFollower(human, mirror, 0.3), cut);
+    expect(fresh).toHaveLength(4);
+    expect(found.map((face) => face.box)).toEqual(fresh.map((face) => face.box));
   });
 });
