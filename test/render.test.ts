@@ -122,6 +122,15 @@ describe("face swap", () => {
     expect(progress.at(-1)).toEqual([16, 16]);
   });
 
+  it("keeps every frame when the source's sound stops before the range ends", async () => {
+    const video = await makeClip(path.join(dir, "short-sound.mp4"), { seconds: 4, fps: 25, width: 480, audio: true, audioSeconds: 2 });
+    const req = request({ video, endSeconds: 3, fps: 25, hasAudio: true });
+    expect((await renderer.render(req)).frames).toBe(75);
+    const { frames } = await decodeFrames(req.output, { maxLongSide: 480, maxFrames: 100 });
+    expect(frames).toHaveLength(75);
+    expect((await probeMedia(req.output)).hasAudio).toBe(true);
+  });
+
   it("all-faces: the faces move towards the new face and away from their own (v1, v2); v1 differs visibly", async () => {
     const [v1, v2] = [request({ style: "v1" }), request({ style: "v2" })];
     expect((await renderer.render(v1)).frames).toBe(12);

@@ -21,6 +21,8 @@ export interface ClipOptions {
   width?: number;
   /** Add a sine tone as an audio track. */
   audio?: boolean;
+  /** How long the tone lasts, when shorter than the picture (a clip whose sound stops first). */
+  audioSeconds?: number;
   /** Part of the photo to film, as ffmpeg's crop takes it (w:h:x:y, 3:2); default the whole photo. */
   crop?: string;
   /** A dark object (a glass held up, a hand) moves across the frame at face height. */
@@ -42,7 +44,7 @@ export async function makeClip(output: string, options: ClipOptions): Promise<st
   const frames = Math.round(options.seconds * fps);
   const zoom = `zoompan=z='1+0.15*on/${frames}':x='iw/2-(iw/zoom/2)+on*0.5':y='ih/2-(ih/zoom/2)':d=1:s=${width}x${evenHeight(width)}:fps=${fps}`;
   const args = ["-y", "-loglevel", "error", "-loop", "1", "-framerate", String(fps), "-i", options.photo ?? samplePhoto(1)];
-  if (options.audio) args.push("-f", "lavfi", "-i", `sine=frequency=440:duration=${options.seconds}`);
+  if (options.audio) args.push("-f", "lavfi", "-i", `sine=frequency=440:duration=${options.audioSeconds ?? options.seconds}`);
   const camera = options.still ? [`scale=${width}:${evenHeight(width)}`, "noise=alls=8:allf=t"] : [`scale=${width * 2}:-2`, zoom];
   const filters = [options.crop ? `crop=${options.crop}` : "", ...camera].filter(Boolean).join(",");
   if (options.occluder) {
@@ -56,7 +58,7 @@ export async function makeClip(output: string, options: ClipOptions): Promise<st
   }
   args.push("-frames:v", String(frames), "-c:v", "libx264", "-preset", "ultrafast");
   args.push("-pix_fmt", "yuv420p");
-  if (options.audio) args.push("-c:a", "aac", "-shortest");
+  if (options.audio) args.push("-c:a", "aac", ...(options.audioSeconds === undefined ? ["-shortest"] : []));
   args.push(output);
   await runFfmpeg(args);
   return output;

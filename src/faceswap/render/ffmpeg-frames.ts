@@ -75,9 +75,12 @@ export function startEncoder(format: FrameFormat, output: string, withAudio: boo
     "-hide_banner", "-nostdin", "-loglevel", "error", "-y",
     "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", `${format.width}x${format.height}`, "-r", String(format.fps), "-i", "pipe:0",
   ];
+  // The range's audio is bounded by -t on its input. No -shortest: where the source's sound stops
+  // before its picture, ffmpeg ended the output (and stopped reading its stdin) short of the frames
+  // still to come, and the render failed on a broken pipe.
   if (withAudio) args.push("-ss", String(format.startSeconds), "-t", String(duration), "-i", format.video);
   args.push("-map", "0:v:0");
-  if (withAudio) args.push("-map", "1:a:0?", "-c:a", "aac", "-shortest");
+  if (withAudio) args.push("-map", "1:a:0?", "-c:a", "aac");
   args.push(
     "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p",
     "-movflags", "+faststart", output,
@@ -113,6 +116,7 @@ export async function* readFrames(stdout: NodeJS.ReadableStream, frameBytes: num
 /** Writes one frame, waiting for the encoder to drain when its pipe is full. */
 export async function writeFrame(stdin: Writable, frame: Buffer, encoderExited: Promise<unknown>): Promise<boolean> {
   if (stdin.write(frame)) return true;
-  const drained = once(stdin, "drain").then(() => true);
+  // A pipe broken while waiting (the encoder gone) is the encoder's failure, told by its exit status.
+  const drained = once(stdin, "drain").then(() => true, () => false);
   return Promise.race([drained, encoderExited.then(() => false)]);
 }
