@@ -1,4 +1,5 @@
-import type { Config, Human, Point } from "@vladmandic/human";
+import type { Human, Point } from "@vladmandic/human";
+import { detectAfresh } from "./human.js";
 import { meshCrops, roll, UPRIGHT_ROLL, UprightMesher, type MeshCrop, type MeshFrame } from "./upright.js";
 
 /** A face as the follower reports it: Human's clamped box, the mesh's confidence, and its points in frame pixels. */
@@ -10,7 +11,7 @@ export interface FollowedFace {
 
 interface Followed {
   /** The crop the next frame meshes the face from: the detector's box size, centred on the last mesh. */
-  crop: MeshCrop;
+  crop: Omit<MeshCrop, "angle">;
   box: [number, number, number, number];
   roll: number;
 }
@@ -60,59 +61,45 @@ export class FaceFollower {
   }
 
   private async detect(frame: MeshFrame): Promise<FollowedFace[]> {
-    const { width, height } = frame;
-    const minConfidence = this.minConfidence;
-    // The detector afresh (cacheSensitivity 0: Human reuses no boxes), Human's own rotation off.
-    const config = {
-      cacheSensitivity: 0,
-      face: { enabled: true, detector: { minConfidence, rotation: false }, description: { enabled: false } },
-      hand: { enabled: false },
-    } as Partial<Config>;
-    const result = await this.human.detect(frame.tensor, config);
-    const meshed = result.face.filter((face) => face.mesh.length > 0);
-    const upright = await this.upright.meshes(frame, meshed, minConfidence, this.followed);
+    const meshed = await detectAfresh(this.human, frame.tensor, { minConfidence: this.minConfidence, describe: false });
+    const upright = await this.upright.meshes(frame, meshed, this.minConfidence, this.followed);
     this.sinceDetection = 0;
-    this.followed = [];
-    return meshed.map((face, i) => {
-      const mesh = upright[i]!.mesh ?? face.mesh;
-      const bw = face.boxRaw[2] * width, bh = face.boxRaw[3] * height;
-      // Human's box after meshing is centred on its own (unturned) mesh; a rolled face's next crop
-      // is centred on the mesh drawn from.
-      const centre = upright[i]!.mesh ? centreOf(mesh) : [face.boxRaw[0] * width + bw / 2, face.boxRaw[1] * height + bh / 2];
-      this.followed.push({ crop: { cx: centre[0]!, cy: centre[1]!, width: bw, height: bh, angle: 0 }, box: face.box, roll: upright[i]!.roll });
-      return { box: face.box, score: face.score, mesh };
+    this.followed = meshed.map((face, i) => {
+      // Human's crop size; centred, as Human centres its next one, on the mesh's bounds.
+      const [cx, cy] = centreOf(upright[i]!.mesh ?? face.mesh);
+      return { crop: { cx, cy, width: face.boxRaw[2] * frame.width, height: face.boxRaw[3] * frame.height }, box: face.box, roll: upright[i]!.roll };
     });
+    return meshed.map((face, i) => ({ box: face.box, score: face.score, mesh: upright[i]!.mesh ?? face.mesh }));
   }
 
   private async follow(frame: MeshFrame): Promise<FollowedFace[]> {
-    const { width, height } = frame;
     const crops = this.followed.map(({ crop, roll }) => ({ ...crop, angle: Math.abs(roll) > UPRIGHT_ROLL ? roll : 0 }));
     const meshed = await meshCrops(this.human, frame, crops);
     const found: FollowedFace[] = [];
     const followed: Followed[] = [];
     for (const [k, crop] of crops.entries()) {
       let { score, mesh } = meshed[k]!;
-      let turn = crop.angle === 0 ? roll(mesh, this.mirror) : 0;
-      if (crop.angle !== 0 && score < this.minConfidence) {
+      let turned = crop.angle !== 0;
+      if (turned && score < this.minConfidence) {
         // Turned, the crop no longer reads as a face (the head straightened fast, or turned away):
         // meshed unturned, as on a frame the detector ran on.
         ({ score, mesh } = (await meshCrops(this.human, frame, [{ ...crop, angle: 0 }]))[0]!);
-        turn = roll(mesh, this.mirror);
+        turned = false;
       }
       score = Math.round(100 * score) / 100;
       if (score < this.minConfidence) continue;
-      let finalRoll = crop.angle === 0 ? turn : roll(mesh, this.mirror);
-      if (crop.angle === 0 && Math.abs(turn) > UPRIGHT_ROLL) {
+      let faceRoll = roll(mesh, this.mirror);
+      if (!turned && Math.abs(faceRoll) > UPRIGHT_ROLL) {
         // A head that has begun to roll is turned upright as a face new to the render would be, from a
         // crop centred on where it is now.
         const [cx, cy] = centreOf(mesh);
-        const upright = await this.upright.turned(frame, { ...crop, cx, cy, angle: turn }, this.minConfidence);
-        if (upright.mesh) mesh = upright.mesh;
-        finalRoll = upright.roll;
+        const upright = await this.upright.turned(frame, { ...crop, cx, cy, angle: faceRoll }, this.minConfidence);
+        mesh = upright.mesh ?? mesh;
+        faceRoll = upright.roll;
       }
       const [cx, cy] = centreOf(mesh);
-      const box = clampBox(cx! - crop.width / 2, cy! - crop.height / 2, crop.width, crop.height, width, height);
-      followed.push({ crop: { cx: cx!, cy: cy!, width: crop.width, height: crop.height, angle: 0 }, box, roll: finalRoll });
+      const box = clampBox(cx - crop.width / 2, cy - crop.height / 2, crop.width, crop.height, frame.width, frame.height);
+      followed.push({ crop: { cx, cy, width: crop.width, height: crop.height }, box, roll: faceRoll });
       // Human keeps a box scored exactly at the bound but reports only faces above it.
       if (score > this.minConfidence) found.push({ box, score, mesh });
     }
@@ -123,9 +110,8 @@ export class FaceFollower {
   /** Whether `pixels` differ from the previous frame's as a new scene does; keeps a copy for the next. */
   private changed(pixels: Uint8Array): boolean {
     const previous = this.previous;
-    this.previous = previous?.length === pixels.length ? previous : new Uint8Array(pixels.length);
     if (previous?.length !== pixels.length) {
-      this.previous.set(pixels);
+      this.previous = Uint8Array.from(pixels);
       return true;
     }
     // Every SCENE_STRIDE-th sample (each channel in turn) tells a new scene as well as all of them.

@@ -2,7 +2,7 @@ import fs from "node:fs/promises";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
-import type { Config, Human } from "@vladmandic/human";
+import type { Config, FaceResult, Human, Tensor } from "@vladmandic/human";
 
 const require = createRequire(import.meta.url);
 // The package's exports map resolves "node" to the tfjs-node build (native, not installed); the WASM
@@ -64,4 +64,18 @@ export async function loadHuman(): Promise<Human> {
   const human = new module.Human(config);
   await human.load({ face: { description: { enabled: true } }, hand: { enabled: true } } as Partial<Config>);
   return human;
+}
+
+/**
+ * The faces Human finds afresh in `frame` (an int32 [height, width, 3] tensor), each with its mesh:
+ * Human reuses no boxes (cacheSensitivity 0) and its own rotation stays off (see UprightMesher).
+ * Each call sets every option it depends on: Human merges a call's config into its own.
+ */
+export async function detectAfresh(human: Human, frame: Tensor, options: { minConfidence: number; describe: boolean }): Promise<FaceResult[]> {
+  const config = {
+    cacheSensitivity: 0,
+    face: { enabled: true, detector: { minConfidence: options.minConfidence, rotation: false }, description: { enabled: options.describe } },
+    hand: { enabled: false },
+  } as Partial<Config>;
+  return (await human.detect(frame, config)).face.filter((face) => face.mesh.length > 0);
 }

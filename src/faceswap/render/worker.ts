@@ -1,8 +1,8 @@
 import { parentPort } from "node:worker_threads";
-import type { Config, Point } from "@vladmandic/human";
+import type { Point } from "@vladmandic/human";
 import { FaceFollower } from "./face-follower.js";
 import { HandFinder } from "./hands.js";
-import { loadHuman } from "./human.js";
+import { detectAfresh, loadHuman } from "./human.js";
 import type { FaceData, WorkerReply, WorkerRequest } from "./protocol.js";
 import { mirrorPoints } from "./mirror.js";
 import { swapFace, type SourceFace } from "./swap.js";
@@ -49,21 +49,14 @@ async function withTensor<T>(pixels: Uint8Array, width: number, height: number, 
 }
 
 /**
- * The faces of a still image, with embeddings; `upright`: rolled heads meshed again upright (see
- * UprightMesher). Human reuses no boxes (cacheSensitivity 0): unrelated images follow nothing.
+ * The faces of a still image, with embeddings (taken unturned: turned, two different people of a
+ * demo photo scored 0.66, past the same-person threshold, 0.57 unturned); `upright`: rolled heads'
+ * meshes taken again upright (see UprightMesher).
  */
-async function stillFaces(pixels: Uint8Array, width: number, height: number, options: { describe: boolean; upright: boolean; minConfidence: number }) {
+async function stillFaces(pixels: Uint8Array, width: number, height: number, options: { upright: boolean; minConfidence: number }) {
   return withTensor(pixels, width, height, async (frame) => {
-    const { minConfidence } = options;
-    // Human's own rotation stays off (see UprightMesher): only rolled heads are meshed again, upright.
-    const config = {
-      cacheSensitivity: 0,
-      face: { enabled: true, detector: { minConfidence, rotation: false }, description: { enabled: options.describe } },
-      hand: { enabled: false },
-    } as Partial<Config>;
-    const result = await human.detect(frame.tensor, config);
-    const meshed = result.face.filter((face) => face.mesh.length > 0);
-    const upright = options.upright ? await new UprightMesher(human, mirror).meshes(frame, meshed, minConfidence) : [];
+    const meshed = await detectAfresh(human, frame.tensor, { minConfidence: options.minConfidence, describe: true });
+    const upright = options.upright ? await new UprightMesher(human, mirror).meshes(frame, meshed, options.minConfidence) : [];
     return meshed.map((face, i) => toFaceData(face, upright[i]?.mesh));
   });
 }
@@ -92,10 +85,8 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
       return { value: found };
     }
     case "describe": {
-      // Embeddings are taken unturned: turned, two different people of a demo photo scored 0.66, past
-      // the same-person threshold (0.57 unturned).
       const { pixels, width, height } = heldFrame(request.job, request.frame);
-      return { value: await stillFaces(pixels, width, height, { describe: true, upright: false, minConfidence: VIDEO_MIN_CONFIDENCE }) };
+      return { value: await stillFaces(pixels, width, height, { upright: false, minConfidence: VIDEO_MIN_CONFIDENCE }) };
     }
     case "finish": {
       const { pixels, width, height, hands: handPoints } = heldFrame(request.job, request.frame);
@@ -109,7 +100,7 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
     }
     case "analyse": {
       const pixels = new Uint8Array(request.pixels);
-      return { value: await stillFaces(pixels, request.width, request.height, { describe: true, upright: request.upright, minConfidence: request.minConfidence }) };
+      return { value: await stillFaces(pixels, request.width, request.height, { upright: request.upright, minConfidence: request.minConfidence }) };
     }
     case "similarities":
       return { value: request.candidates.map((candidate) => human.match.similarity(request.embedding, candidate)) };
