@@ -2,7 +2,7 @@ import fs from "node:fs/promises";
 import { encodePng, type RgbImage } from "../../src/faceswap/render/images.js";
 import type { FaceData } from "../../src/faceswap/render/protocol.js";
 import { analyseImage } from "../../src/faceswap/render/sources.js";
-import { FEATURE_OUTLINES, OVAL } from "../../src/faceswap/render/swap.js";
+import { FEATURE_OUTLINES, OVAL } from "../../src/faceswap/render/mesh.js";
 import { iou } from "../../src/faceswap/render/tracker.js";
 import { WorkerPool } from "../../src/faceswap/render/worker-pool.js";
 import type { Logger } from "../../src/platform/logger.js";

@@ -47,13 +47,13 @@ export function occlusion(
 // A hand, a glass or hair in front of the face comes in from outside it: its not-skin region reaches
 // the face's edge and is large. Make-up, tattoos and moles sit inside the face, apart from its edge
 // (a clown's dark marks around the eyes and on the cheeks): those are the target's skin, replaced.
-const OCCLUDER_AREA = 0.03;
+export const OCCLUDER_AREA = 0.03;
 
 /**
  * Marks in `keep` the connected regions of `off` (4-neighbours) that touch the edge of `covered` (a
  * pixel next to an uncovered one or the patch's border) and cover at least `minArea` pixels.
  */
-function keepOccluders(off: Float32Array, covered: Float32Array, keep: Float32Array, w: number, h: number, minArea: number): void {
+export function keepOccluders(off: Float32Array, covered: Float32Array, keep: Float32Array, w: number, h: number, minArea: number): void {
   const seen = scratch("offSeen", w * h).fill(0);
   const members: number[] = [];
   for (let start = 0; start < w * h; start++) {
@@ -129,7 +129,7 @@ const BINS_PER_UNIT = 2, HALF_RANGE = 128, BINS = 2 * HALF_RANGE * BINS_PER_UNIT
 const MAD_TO_SD = 1.4826;
 
 /** Median and scaled median absolute deviation per YCbCr channel of the picked pixels (histograms of half units). */
-function medianModel(target: Float32Array, n: number, include: (i: number) => boolean): { mean: number[]; spread: number[] } | undefined {
+export function medianModel(target: Float32Array, n: number, include: (i: number) => boolean): { mean: number[]; spread: number[] } | undefined {
   const histogram = scratch("colourHistogram", 3 * BINS).fill(0);
   const bin = (c: number, value: number) => c * BINS + Math.min(BINS - 1, Math.max(0, Math.floor((value + HALF_RANGE) * BINS_PER_UNIT)));
   const offset = [-HALF_RANGE, 0, 0];

@@ -1,10 +1,12 @@
 import type { StyleVersion } from "../../platform/db/schema.js";
 import { pyramidBlend } from "./blend.js";
-import { EYE_OPENINGS, targetEyes } from "./eyes.js";
+import { targetEyes } from "./eyes.js";
+import { facingSign, featureMask, INNER_LIPS, OVAL, rasterise, signedArea } from "./mesh.js";
 import { handMask, occlusion } from "./occlusion.js";
 import { boxBlur, fillPolygon, fromYCbCr, grownPolygon, pointBounds, sampleTriangle, toYCbCr, ycbcr } from "./pixels.js";
 import { pushPull } from "./push-pull.js";
 import { scratch } from "./scratch.js";
+import { withoutOccluders } from "./source-occluders.js";
 import { fitSimilarity } from "./similarity.js";
 
 /** The replacement face: an rgb24 crop around it and its mesh (x, y pairs) in crop pixels. */
@@ -72,12 +74,9 @@ export const STYLES: Record<StyleVersion, StyleParams> = {
   v2: { opacity: 1, light: 0.9, chroma: 0.9, chromaDetail: 0.6, lightRadius: 0.08, sharpen: 2.2, keepTexture: 0, feather: 0.045, reshape: 1 },
 };
 
-// The face outline (MediaPipe FACE_OVAL, in order around the face) stays where the target's is, so the
-// blend edge follows the target's head; only the features inside take the source's proportions.
-export const OVAL = [
-  10, 338, 297, 332, 284, 251, 389, 356, 454, 323, 361, 288, 397, 365, 379, 378, 400, 377, 152, 148, 176, 149, 150,
-  136, 172, 58, 132, 93, 234, 127, 162, 21, 54, 103, 67, 109,
-];
+
+// The face outline stays where the target's is, so the blend edge follows the target's head; only the
+// features inside take the source's proportions.
 const FACE_OVAL = new Set(OVAL);
 
 // The points of MediaPipe's FACEMESH_LIPS, _RIGHT_EYE, _LEFT_EYE, _RIGHT_EYEBROW, _LEFT_EYEBROW and
@@ -225,15 +224,6 @@ function gather(mesh: Float32Array, indices: readonly number[]): Float32Array {
   return out;
 }
 
-// Polygons on the mesh (MediaPipe indices, in order around each): the inner lips, where the target's
-// open mouth (teeth, tongue) stays; the eye openings, outer lips and brows, which are not skin-coloured
-// but are never taken for something in front of the face (see `occlusion`).
-const INNER_LIPS = [78, 191, 80, 81, 82, 13, 312, 311, 310, 415, 308, 324, 318, 402, 317, 14, 87, 178, 88, 95];
-const OUTER_LIPS = [61, 185, 40, 39, 37, 0, 267, 269, 270, 409, 291, 375, 321, 405, 314, 17, 84, 181, 91, 146];
-const BROWS = [
-  [70, 63, 105, 66, 107, 55, 65, 52, 53, 46],
-  [300, 293, 334, 296, 336, 285, 295, 282, 283, 276],
-];
 
 // The inner lips' gap over the mouth's width from which the mouth counts as open, and from which
 // fully: below it the lips touch and the polygon between them is a thin line of the target's lip
@@ -248,8 +238,6 @@ function mouthOpen(mesh: Float32Array): number {
   return t * t * (3 - 2 * t);
 }
 
-/** The features' outlines (brows, outer lips, eye openings): not skin-coloured, but the face's own. */
-export const FEATURE_OUTLINES: readonly (readonly number[])[] = [...BROWS, OUTER_LIPS, ...EYE_OPENINGS];
 
 /** Region of the frame the face is drawn in, and the buffers over it. */
 interface Patch {
@@ -380,16 +368,6 @@ function toFrame(rgb: Float32Array, p: number, frame: Uint8Array, q: number): vo
   frame[q + 2] = Math.min(255, Math.max(0, y + t * (b - y) + 0.5));
 }
 
-/** Sign of the summed signed area of the mesh's triangles: the winding of the side facing the camera. */
-function facingSign(mesh: ArrayLike<number>, triangles: ArrayLike<number>): number {
-  let sum = 0;
-  for (let t = 0; t + 2 < triangles.length; t += 3) sum += signedArea(mesh, triangles[t]!, triangles[t + 1]!, triangles[t + 2]!);
-  return sum >= 0 ? 1 : -1;
-}
-
-function signedArea(mesh: ArrayLike<number>, a: number, b: number, c: number): number {
-  return (mesh[2 * b]! - mesh[2 * a]!) * (mesh[2 * c + 1]! - mesh[2 * a + 1]!) - (mesh[2 * b + 1]! - mesh[2 * a + 1]!) * (mesh[2 * c]! - mesh[2 * a]!);
-}
 
 /**
  * Rasterises the target's visible surface: triangles of the target's own mesh that face the camera,
@@ -445,7 +423,7 @@ function warpTriangles(
     sminY = Math.min(sminY, source.mesh[i + 1]!);
     smaxY = Math.max(smaxY, source.mesh[i + 1]!);
   }
-  const levels = pyramid(source);
+  const levels = pyramid(source, triangles, mirror);
   const sampled = insetMesh(source);
   const level = Math.max(0, Math.min(levels.length - 1, Math.floor(Math.log2(Math.sqrt((smaxX - sminX) * (smaxY - sminY)) / faceSize))));
   const { pixels: src, width: sw, height: sh } = levels[level]!;
@@ -581,54 +559,7 @@ function stretchOf(drawnMesh: Float32Array, sourceMesh: Float32Array, a: number,
 const OUTLINE_MARGIN = 0.05;
 
 
-/**
- * Calls `pixel` for each patch pixel whose centre lies in triangle (a, b, c) of `mesh`, with its index,
- * interpolated depth and barycentric weights. A small tolerance closes hairline cracks between
- * neighbouring triangles.
- */
-function rasterise(
-  mesh: Float32Array,
-  depth: Float32Array,
-  a: number,
-  b: number,
-  c: number,
-  x0: number,
-  y0: number,
-  w: number,
-  h: number,
-  pixel: (index: number, z: number, wa: number, wb: number, wc: number) => void,
-): void {
-  const ax = mesh[2 * a]! - x0, ay = mesh[2 * a + 1]! - y0;
-  const bx = mesh[2 * b]! - x0, by = mesh[2 * b + 1]! - y0;
-  const cx = mesh[2 * c]! - x0, cy = mesh[2 * c + 1]! - y0;
-  const area = (bx - ax) * (cy - ay) - (by - ay) * (cx - ax);
-  if (Math.abs(area) < 1e-3) return;
-  const inv = 1 / area;
-  const za = depth[a]!, zb = depth[b]!, zc = depth[c]!;
-  const tx0 = Math.max(0, Math.floor(Math.min(ax, bx, cx)));
-  const tx1 = Math.min(w - 1, Math.ceil(Math.max(ax, bx, cx)));
-  const ty0 = Math.max(0, Math.floor(Math.min(ay, by, cy)));
-  const ty1 = Math.min(h - 1, Math.ceil(Math.max(ay, by, cy)));
-  const eps = -0.02;
-  for (let y = ty0; y <= ty1; y++) {
-    const py = y + 0.5;
-    for (let x = tx0; x <= tx1; x++) {
-      const px = x + 0.5;
-      const wa = ((bx - px) * (cy - py) - (by - py) * (cx - px)) * inv;
-      const wb = ((cx - px) * (ay - py) - (cy - py) * (ax - px)) * inv;
-      const wc = 1 - wa - wb;
-      if (wa < eps || wb < eps || wc < eps) continue;
-      pixel(y * w + x, wa * za + wb * zb + wc * zc, wa, wb, wc);
-    }
-  }
-}
 
-/** 1 on the eye openings, outer lips and brows of `mesh` in the patch, 0 elsewhere (in scratch buffer `name`). */
-function featureMask(name: string, mesh: Float32Array, x0: number, y0: number, w: number, h: number): Float32Array {
-  const mask = scratch(name, w * h).fill(0);
-  for (const polygon of FEATURE_OUTLINES) fillPolygon(mask, w, h, mesh, polygon, x0, y0, 1);
-  return mask;
-}
 
 // The source's outline and, where its head is turned, the points beyond it lie on or past the edge of
 // its skin; sampled as they are, they bring the hair and background behind the face into the new face
@@ -680,26 +611,26 @@ const MOUTH_SHADE = 0.75;
  * as such; but a smiling source's teeth lie at its lips' inner edges, and squeezed into a target's
  * closed lips they drew a pale line across the new face's mouth.
  */
-function withMouthFilled(source: SourceFace): Uint8Array {
+function withMouthFilled(source: SourceFace, photo: Uint8Array): Uint8Array {
   const grown = grownPolygon(source.mesh, INNER_LIPS, MOUTH_FILL_MARGIN);
   const { minX, minY, maxX, maxY } = pointBounds(gather(grown, INNER_LIPS));
   const pad = Math.ceil(0.5 * (maxX - minX)) + 2;
   const x0 = Math.max(0, Math.floor(minX) - pad), y0 = Math.max(0, Math.floor(minY) - pad);
   const w = Math.min(source.width, Math.ceil(maxX) + pad) - x0, h = Math.min(source.height, Math.ceil(maxY) + pad) - y0;
-  if (w < 2 || h < 2) return source.pixels;
+  if (w < 2 || h < 2) return photo;
   const inside = scratch("mouthFill", w * h).fill(0);
   fillPolygon(inside, w, h, grown, INNER_LIPS, x0, y0, 1);
   const values = scratch("mouthFillValues", w * h * 4);
   for (let y = 0; y < h; y++) {
     for (let x = 0; x < w; x++) {
       const i = y * w + x, p = ((y0 + y) * source.width + x0 + x) * 3;
-      for (let c = 0; c < 3; c++) values[i * 4 + c] = inside[i] === 1 ? 0 : source.pixels[p + c]!;
+      for (let c = 0; c < 3; c++) values[i * 4 + c] = inside[i] === 1 ? 0 : photo[p + c]!;
       values[i * 4 + 3] = 1 - inside[i]!;
     }
   }
   pushPull(values, w, h);
   const soft = boxBlur(boxBlur(inside, scratch("mouthFillSoft1", w * h), w, h, 1, 1), scratch("mouthFillSoft", w * h), w, h, 1, 1);
-  const pixels = Uint8Array.from(source.pixels);
+  const pixels = Uint8Array.from(photo);
   for (let y = 0; y < h; y++) {
     for (let x = 0; x < w; x++) {
       const i = y * w + x, p = ((y0 + y) * source.width + x0 + x) * 3;
@@ -710,10 +641,12 @@ function withMouthFilled(source: SourceFace): Uint8Array {
   return pixels;
 }
 
-function pyramid(source: SourceFace): Level[] {
+/** The source photo made ready to sample (its mouth filled, what covers its face cleared) and its halvings. */
+function pyramid(source: SourceFace, triangles: ArrayLike<number>, mirror: Int32Array): Level[] {
   let levels = pyramids.get(source);
   if (levels) return levels;
-  levels = [{ pixels: withMouthFilled(source), width: source.width, height: source.height }];
+  const photo = withMouthFilled(source, withoutOccluders(source, source.pixels, triangles, mirror));
+  levels = [{ pixels: photo, width: source.width, height: source.height }];
   for (let top = levels[0]!; top.width >= 32 && top.height >= 32; top = levels.at(-1)!) {
     const width = top.width >> 1, height = top.height >> 1;
     const pixels = new Uint8Array(width * height * 3);

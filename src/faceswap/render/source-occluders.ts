@@ -1,0 +1,135 @@
+import { EYE_OPENINGS } from "./eyes.js";
+import { BROWS, facingSign, OUTER_LIPS, OVAL, rasterise, signedArea } from "./mesh.js";
+import { keepOccluders, medianModel, OCCLUDER_AREA } from "./occlusion.js";
+import { boxBlur, fillPolygon, pointBounds, sampleCubic, toYCbCr, ycbcr } from "./pixels.js";
+import { pushPull } from "./push-pull.js";
+import type { SourceFace } from "./swap.js";
+
+// A cleared region grows by this share of the face past the pixels found: the edge of a lock of hair,
+// a few strands lighter than the rest, passes for skin by its colour and was left as a faint line.
+const CLEAR_GROW = 0.035;
+// The light and colour of a cleared pixel come from the clear skin around it, blurred over this share
+// of the face; its finer texture from its mirror image.
+const CLEAR_LIGHT = 0.06;
+// Width of the fade from the cleared pixels to the photo's own, as a share of the face.
+const CLEAR_FEATHER = 0.03;
+
+// Skin the hair over a face seldom covers: discs about the cheeks (50, 280, 101, 330, 205, 425) and
+// down the nose (197, 5), CORE_RADIUS of the face wide. The source's skin colour is measured there: over
+// the whole face, as for a target, the hair over it and a coloured light widened the colour's spread
+// until dark hair passed for skin.
+const CORE_POINTS = [50, 280, 101, 330, 205, 425, 197, 5];
+const CORE_RADIUS = 0.07;
+// Spreads of that colour (chroma; luma) past which a pixel is not skin. Taking skin for hair costs
+// little: it is drawn from its mirror image, and the relight gives it the target's light anyway.
+const OFF_CHROMA = 4, OFF_LUMA = 3;
+
+/** 1 on the pixels of `covered` less `features` within CORE_RADIUS of a CORE_POINTS point of `mesh`. */
+function coreSkin(mesh: Float32Array, covered: Float32Array, features: Float32Array, w: number, h: number, faceSize: number): Uint8Array {
+  const core = new Uint8Array(w * h);
+  const radius = CORE_RADIUS * faceSize;
+  for (const p of CORE_POINTS) {
+    const cx = mesh[2 * p]!, cy = mesh[2 * p + 1]!;
+    for (let y = Math.max(0, Math.floor(cy - radius)); y <= Math.min(h - 1, Math.ceil(cy + radius)); y++) {
+      for (let x = Math.max(0, Math.floor(cx - radius)); x <= Math.min(w - 1, Math.ceil(cx + radius)); x++) {
+        const i = y * w + x;
+        if ((x + 0.5 - cx) ** 2 + (y + 0.5 - cy) ** 2 <= radius * radius && covered[i] === 1 && features[i] === 0) core[i] = 1;
+      }
+    }
+  }
+  return core;
+}
+
+/**
+ * The source photo's `pixels` with what lies over its face above the mouth cleared: hair over the
+ * forehead, a temple or a cheek, a hand at the brow. Drawn as it is, it lies on every new face (dark
+ * hair over a temple became a brown smear on each target's forehead and temple). It is found much as
+ * for a target (see `occlusion`): clusters far from the face's skin colour, measured on its cheeks
+ * and nose (CORE_POINTS), that come in from its outline. Below the mouth what comes in from the
+ * outline is more often the person's own beard, which the new face keeps. A cleared pixel takes the
+ * texture of its mirror image on the face (see mirrorPoints) where that is clear and faces the camera,
+ * and its light and colour from the clear skin around it; one whose mirror image is covered too (a
+ * fringe across the forehead) is filled from the skin around it.
+ */
+export function withoutOccluders(source: SourceFace, pixels: Uint8Array, triangles: ArrayLike<number>, mirror: Int32Array): Uint8Array {
+  const { width: w, height: h, mesh } = source;
+  const n = w * h;
+  const { minX, minY, maxX, maxY } = pointBounds(mesh);
+  const faceSize = Math.sqrt((maxX - minX) * (maxY - minY));
+  const rgb = Float32Array.from(pixels);
+  const covered = new Float32Array(n);
+  fillPolygon(covered, w, h, mesh, OVAL, 0, 0, 1);
+  // The brows are dark like hair and are taken in with hair that reaches them (its tail over a temple
+  // stayed, a dark mark beside the new face's eye), but only where their mirror image is clear (below).
+  const features = new Float32Array(n), brows = new Float32Array(n);
+  for (const polygon of [OUTER_LIPS, ...EYE_OPENINGS]) fillPolygon(features, w, h, mesh, polygon, 0, 0, 1);
+  for (const polygon of BROWS) fillPolygon(brows, w, h, mesh, polygon, 0, 0, 1);
+  const core = coreSkin(mesh, covered, features, w, h, faceSize);
+  const skin = medianModel(rgb, n, (i) => core[i] === 1);
+  if (!skin) return pixels;
+  // Above the line through the mouth's corners (61, 291), on the side away from the chin (152).
+  const mx = (mesh[122]! + mesh[582]!) / 2, my = (mesh[123]! + mesh[583]!) / 2;
+  let upX = -(mesh[583]! - mesh[123]!), upY = mesh[582]! - mesh[122]!;
+  if ((mesh[304]! - mx) * upX + (mesh[305]! - my) * upY > 0) [upX, upY] = [-upX, -upY];
+  const off = new Float32Array(n), notSkin = new Float32Array(n);
+  for (let i = 0; i < n; i++) {
+    if (covered[i] === 0 || features[i] === 1) continue;
+    toYCbCr(rgb, i * 3);
+    const chroma = Math.hypot((ycbcr[1] - skin.mean[1]!) / skin.spread[1]!, (ycbcr[2] - skin.mean[2]!) / skin.spread[2]!);
+    if (chroma <= OFF_CHROMA && Math.abs(ycbcr[0] - skin.mean[0]!) <= OFF_LUMA * skin.spread[0]!) continue;
+    notSkin[i] = 1;
+    if (((i % w) + 0.5 - mx) * upX + (Math.floor(i / w) + 0.5 - my) * upY > 0) off[i] = 1;
+  }
+  // A lone outlier (a freckle, a highlight) is not an occluder: only clusters count.
+  const clustered = boxBlur(off, new Float32Array(n), w, h, 1, Math.max(1, Math.round(faceSize * 0.015)));
+  for (let i = 0; i < n; i++) off[i] = clustered[i]! > 0.5 ? 1 : 0;
+  const found = new Float32Array(n);
+  keepOccluders(off, covered, found, w, h, OCCLUDER_AREA * faceSize * faceSize);
+  if (!found.includes(1)) return pixels;
+  const clear = boxBlur(found, new Float32Array(n), w, h, 1, Math.max(1, CLEAR_GROW * faceSize));
+  for (let i = 0; i < n; i++) clear[i] = clear[i]! > 0 && covered[i] === 1 && features[i] === 0 ? 1 : 0;
+
+  // Clear skin (weight 1) and nothing else, then the same with the cleared pixels' mirror images.
+  const around = new Float32Array(n * 4), mirrored = new Float32Array(n * 4);
+  for (let i = 0; i < n; i++) {
+    const skin = covered[i] === 1 && features[i] === 0 && notSkin[i] === 0 && clear[i] === 0 ? 1 : 0;
+    for (let c = 0; c < 3; c++) around[i * 4 + c] = mirrored[i * 4 + c] = skin * rgb[i * 3 + c]!;
+    around[i * 4 + 3] = mirrored[i * 4 + 3] = skin;
+  }
+  const depth = new Float32Array(mesh.length / 2);
+  const facing = facingSign(mesh, triangles);
+  for (let t = 0; t + 2 < triangles.length; t += 3) {
+    const a = triangles[t]!, b = triangles[t + 1]!, c = triangles[t + 2]!;
+    const ma = mirror[a]!, mb = mirror[b]!, mc = mirror[c]!;
+    // Both the triangle and its mirror image must face the camera (a turned head shows one side only).
+    if (signedArea(mesh, a, b, c) * facing <= 0 || signedArea(mesh, ma, mb, mc) * facing >= 0) continue;
+    rasterise(mesh, depth, a, b, c, 0, 0, w, h, (i, _z, wa, wb, wc) => {
+      if (clear[i] === 0) return;
+      const x = wa * mesh[2 * ma]! + wb * mesh[2 * mb]! + wc * mesh[2 * mc]!;
+      const y = wa * mesh[2 * ma + 1]! + wb * mesh[2 * mb + 1]! + wc * mesh[2 * mc + 1]!;
+      const j = Math.floor(y) * w + Math.floor(x);
+      if (x < 0 || y < 0 || x >= w || y >= h || clear[j] === 1 || covered[j] === 0) return;
+      sampleCubic(pixels, w, h, Math.max(0, x - 0.5), Math.max(0, y - 0.5), mirrored, i * 4);
+      mirrored[i * 4 + 3] = 1;
+    });
+  }
+  for (let i = 0; i < n; i++) if (brows[i] === 1 && mirrored[i * 4 + 3] === 0) clear[i] = 0;
+  pushPull(around, w, h);
+  pushPull(mirrored, w, h);
+  // The mirror image's light is the other side's (a face lit from one side): only its detail finer
+  // than CLEAR_LIGHT is kept, over the light of the skin around the cleared region.
+  const radius = Math.max(1, CLEAR_LIGHT * faceSize);
+  const light = boxBlur(around, new Float32Array(n * 4), w, h, 4, radius);
+  const mirrorLight = boxBlur(mirrored, new Float32Array(n * 4), w, h, 4, radius);
+  const fade = boxBlur(clear, new Float32Array(n), w, h, 1, Math.max(1, CLEAR_FEATHER * faceSize));
+  const out = Uint8Array.from(pixels);
+  for (let i = 0; i < n; i++) {
+    if (clear[i] === 0) continue;
+    const share = Math.min(clear[i]!, fade[i]!);
+    for (let c = 0; c < 3; c++) {
+      const value = mirrored[i * 4 + c]! + light[i * 4 + c]! - mirrorLight[i * 4 + c]!;
+      out[i * 3 + c] = Math.min(255, Math.max(0, Math.round(rgb[i * 3 + c]! + share * (value - rgb[i * 3 + c]!))));
+    }
+  }
+  return out;
+}
