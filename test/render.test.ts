@@ -354,7 +354,7 @@ describe("the same render twice", () => {
   });
 
   it("draws no hair that lies over the new face in its photo", { timeout: 120_000 }, async () => {
-    const { clean, covered } = await hairOverFace(judge);
+    const { clean, covered } = await hairOverFace(judge, { discs: [54], radius: 0.22 });
     const [cleanPng, coveredPng] = [path.join(dir, "clean-face.png"), path.join(dir, "hair-over-face.png")];
     await Promise.all([fs.writeFile(cleanPng, encodePng(clean)), fs.writeFile(coveredPng, encodePng(covered))]);
     const [withClean, withHair] = [request({ face: cleanPng, endSeconds: 0.6 }), request({ face: coveredPng, endSeconds: 0.6 })];
@@ -363,7 +363,7 @@ describe("the same render twice", () => {
     const [a, b] = [await framesOf(withClean.output), await framesOf(withHair.output)];
     expect(b.length).toBe(a.length);
     // Drawn, the hair is a dark patch on each new face's temple, 74 levels from the clean render's on
-    // the worst 8 x 8 block; left out, the two differ by 27 at most (the two photos' meshes differ a little).
+    // the worst 8 x 8 block; left out, the two differ by 30 at most (the two photos' meshes differ a little).
     const worst = Math.max(...a.map((frame, i) => largestBlockDifference(frame, b[i]!, 480, 8)));
     expect(worst).toBeLessThan(40);
   });

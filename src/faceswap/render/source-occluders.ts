@@ -6,11 +6,14 @@ import { pushPull } from "./push-pull.js";
 import type { SourceFace } from "./swap.js";
 
 // A cleared region grows by this share of the face past the pixels found: the edge of a lock of hair,
-// a few strands lighter than the rest, passes for skin by its colour and was left as a faint line.
-const CLEAR_GROW = 0.035;
+// a few strands lighter than the rest, passes for skin by its colour and was left as dark lines
+// along the region.
+const CLEAR_GROW = 0.06;
 // The light and colour of a cleared pixel come from the clear skin around it, blurred over this share
 // of the face; its finer texture from its mirror image.
 const CLEAR_LIGHT = 0.06;
+// The rim of the face, as a share of its size, that gives no texture to the other side.
+const RIM = 0.03;
 // Width of the fade from the cleared pixels to the photo's own, as a share of the face.
 const CLEAR_FEATHER = 0.03;
 
@@ -20,9 +23,13 @@ const CLEAR_FEATHER = 0.03;
 // until dark hair passed for skin.
 const CORE_POINTS = [50, 280, 101, 330, 205, 425, 197, 5];
 const CORE_RADIUS = 0.07;
-// Spreads of that colour (chroma; luma) past which a pixel is not skin. Taking skin for hair costs
-// little: it is drawn from its mirror image, and the relight gives it the target's light anyway.
+// Spreads of that colour (chroma; luma, darker only) past which a pixel is not skin. Skin lit brighter
+// than the cheeks (a forehead in the light) is still skin; hair is darker, or of another colour.
 const OFF_CHROMA = 4, OFF_LUMA = 3;
+// The cheeks and nose of one photo can be so even in colour that the side of the face in shade, warmer
+// than they are, fell outside their spread and was cleared with the hair beside it: the spread of
+// their chroma is taken as this much at least (YCbCr units).
+const MIN_CHROMA_SPREAD = 4;
 
 /** 1 on the pixels of `covered` less `features` within CORE_RADIUS of a CORE_POINTS point of `mesh`. */
 function coreSkin(mesh: Float32Array, covered: Float32Array, features: Float32Array, w: number, h: number, faceSize: number): Uint8Array {
@@ -40,16 +47,58 @@ function coreSkin(mesh: Float32Array, covered: Float32Array, features: Float32Ar
   return core;
 }
 
+/** The connected regions (4-neighbours) of the pixels `mask` marks, each as its pixels' indices. */
+function regions(mask: Float32Array, w: number, h: number): number[][] {
+  const seen = new Uint8Array(w * h);
+  const all: number[][] = [];
+  for (let start = 0; start < w * h; start++) {
+    if (mask[start] === 0 || seen[start] === 1) continue;
+    seen[start] = 1;
+    const members = [start];
+    for (let next = 0; next < members.length; next++) {
+      const i = members[next]!, x = i % w;
+      for (const j of [x > 0 ? i - 1 : -1, x < w - 1 ? i + 1 : -1, i - w, i + w]) {
+        if (j < 0 || j >= w * h || mask[j] === 0 || seen[j] === 1) continue;
+        seen[j] = 1;
+        members.push(j);
+      }
+    }
+    all.push(members);
+  }
+  return all;
+}
+
 /**
- * The source photo's `pixels` with what lies over its face above the mouth cleared: hair over the
- * forehead, a temple or a cheek, a hand at the brow. Drawn as it is, it lies on every new face (dark
- * hair over a temple became a brown smear on each target's forehead and temple). It is found much as
- * for a target (see `occlusion`): clusters far from the face's skin colour, measured on its cheeks
- * and nose (CORE_POINTS), that come in from its outline. Below the mouth what comes in from the
- * outline is more often the person's own beard, which the new face keeps. A cleared pixel takes the
- * texture of its mirror image on the face (see mirrorPoints) where that is clear and faces the camera,
- * and its light and colour from the clear skin around it; one whose mirror image is covered too (a
- * fringe across the forehead) is filled from the skin around it.
+ * Per pixel of the w x h photo (x, y pairs), where its mirror image on the face of `mesh` lies (see
+ * mirrorPoints): the same barycentric point of the mirror image of the triangle it lies in. NaN off
+ * the face, and where the triangle or its mirror image faces away (a turned head shows one side only).
+ */
+function mirrorPositions(mesh: Float32Array, triangles: ArrayLike<number>, mirror: Int32Array, w: number, h: number): Float32Array {
+  const at = new Float32Array(2 * w * h).fill(Number.NaN);
+  const depth = new Float32Array(mesh.length / 2);
+  const facing = facingSign(mesh, triangles);
+  for (let t = 0; t + 2 < triangles.length; t += 3) {
+    const a = triangles[t]!, b = triangles[t + 1]!, c = triangles[t + 2]!;
+    const ma = mirror[a]!, mb = mirror[b]!, mc = mirror[c]!;
+    if (signedArea(mesh, a, b, c) * facing <= 0 || signedArea(mesh, ma, mb, mc) * facing >= 0) continue;
+    rasterise(mesh, depth, a, b, c, 0, 0, w, h, (i, _z, wa, wb, wc) => {
+      at[2 * i] = wa * mesh[2 * ma]! + wb * mesh[2 * mb]! + wc * mesh[2 * mc]!;
+      at[2 * i + 1] = wa * mesh[2 * ma + 1]! + wb * mesh[2 * mb + 1]! + wc * mesh[2 * mc + 1]!;
+    });
+  }
+  return at;
+}
+
+/**
+ * The source photo's `pixels` with what lies over its face cleared: hair over the forehead, a temple
+ * or a cheek, a hand at the chin. Drawn as it is, it lies on every new face (dark hair over a temple
+ * became a brown smear on each target's forehead and temple). It is found much as for a target (see
+ * `occlusion`): clusters far from the face's skin colour, measured on its cheeks and nose
+ * (CORE_POINTS), that come in from its outline. A region over both sides of the face alike is cleared
+ * above the nose tip only (a fringe); below it, it is the person's own beard or moustache, which the
+ * new face keeps. A cleared pixel takes the texture of its mirror image on the face (see mirrorPoints)
+ * where that is clear skin and faces the camera, and its light and colour from the clear skin around
+ * it; one whose mirror image is covered too is filled from the skin around it.
  */
 export function withoutOccluders(source: SourceFace, pixels: Uint8Array, triangles: ArrayLike<number>, mirror: Int32Array): Uint8Array {
   const { width: w, height: h, mesh } = source;
@@ -67,24 +116,39 @@ export function withoutOccluders(source: SourceFace, pixels: Uint8Array, triangl
   const core = coreSkin(mesh, covered, features, w, h, faceSize);
   const skin = medianModel(rgb, n, (i) => core[i] === 1);
   if (!skin) return pixels;
-  // Above the line through the mouth's corners (61, 291), on the side away from the chin (152).
-  const mx = (mesh[122]! + mesh[582]!) / 2, my = (mesh[123]! + mesh[583]!) / 2;
-  let upX = -(mesh[583]! - mesh[123]!), upY = mesh[582]! - mesh[122]!;
-  if ((mesh[304]! - mx) * upX + (mesh[305]! - my) * upY > 0) [upX, upY] = [-upX, -upY];
+  const mirrorAt = mirrorPositions(mesh, triangles, mirror, w, h);
   const off = new Float32Array(n), notSkin = new Float32Array(n);
   for (let i = 0; i < n; i++) {
     if (covered[i] === 0 || features[i] === 1) continue;
     toYCbCr(rgb, i * 3);
-    const chroma = Math.hypot((ycbcr[1] - skin.mean[1]!) / skin.spread[1]!, (ycbcr[2] - skin.mean[2]!) / skin.spread[2]!);
-    if (chroma <= OFF_CHROMA && Math.abs(ycbcr[0] - skin.mean[0]!) <= OFF_LUMA * skin.spread[0]!) continue;
-    notSkin[i] = 1;
-    if (((i % w) + 0.5 - mx) * upX + (Math.floor(i / w) + 0.5 - my) * upY > 0) off[i] = 1;
+    const chroma = Math.hypot((ycbcr[1] - skin.mean[1]!) / Math.max(MIN_CHROMA_SPREAD, skin.spread[1]!), (ycbcr[2] - skin.mean[2]!) / Math.max(MIN_CHROMA_SPREAD, skin.spread[2]!));
+    if (chroma <= OFF_CHROMA && ycbcr[0] >= skin.mean[0]! - OFF_LUMA * skin.spread[0]!) continue;
+    notSkin[i] = off[i] = 1;
   }
   // A lone outlier (a freckle, a highlight) is not an occluder: only clusters count.
   const clustered = boxBlur(off, new Float32Array(n), w, h, 1, Math.max(1, Math.round(faceSize * 0.015)));
   for (let i = 0; i < n; i++) off[i] = clustered[i]! > 0.5 ? 1 : 0;
   const found = new Float32Array(n);
   keepOccluders(off, covered, found, w, h, OCCLUDER_AREA * faceSize * faceSize);
+  // A region its mirror image shares (one over both sides of the face) is cleared only above the nose
+  // tip (1): a fringe across the forehead; below it, it is the face's own, a beard or a moustache. One
+  // over a side only is hair or a hand wherever it is.
+  const at = (i: number) => {
+    const x = mirrorAt[2 * i]!, y = mirrorAt[2 * i + 1]!;
+    return Number.isNaN(x) || x < 0 || y < 0 || x >= w || y >= h ? -1 : Math.floor(y) * w + Math.floor(x);
+  };
+  const downX = mesh[304]! - mesh[20]!, downY = mesh[305]! - mesh[21]!;
+  for (const region of regions(found, w, h)) {
+    let mirrored = 0, oneSided = 0;
+    for (const i of region) {
+      const j = at(i);
+      if (j < 0 || covered[j] === 0) continue;
+      mirrored++;
+      if (notSkin[j] === 0) oneSided++;
+    }
+    if (oneSided > 0.5 * mirrored) continue;
+    for (const i of region) if (((i % w) + 0.5 - mesh[2]!) * downX + (Math.floor(i / w) + 0.5 - mesh[3]!) * downY > 0) found[i] = 0;
+  }
   if (!found.includes(1)) return pixels;
   const clear = boxBlur(found, new Float32Array(n), w, h, 1, Math.max(1, CLEAR_GROW * faceSize));
   for (let i = 0; i < n; i++) clear[i] = clear[i]! > 0 && covered[i] === 1 && features[i] === 0 ? 1 : 0;
@@ -96,22 +160,15 @@ export function withoutOccluders(source: SourceFace, pixels: Uint8Array, triangl
     for (let c = 0; c < 3; c++) around[i * 4 + c] = mirrored[i * 4 + c] = skin * rgb[i * 3 + c]!;
     around[i * 4 + 3] = mirrored[i * 4 + 3] = skin;
   }
-  const depth = new Float32Array(mesh.length / 2);
-  const facing = facingSign(mesh, triangles);
-  for (let t = 0; t + 2 < triangles.length; t += 3) {
-    const a = triangles[t]!, b = triangles[t + 1]!, c = triangles[t + 2]!;
-    const ma = mirror[a]!, mb = mirror[b]!, mc = mirror[c]!;
-    // Both the triangle and its mirror image must face the camera (a turned head shows one side only).
-    if (signedArea(mesh, a, b, c) * facing <= 0 || signedArea(mesh, ma, mb, mc) * facing >= 0) continue;
-    rasterise(mesh, depth, a, b, c, 0, 0, w, h, (i, _z, wa, wb, wc) => {
-      if (clear[i] === 0) return;
-      const x = wa * mesh[2 * ma]! + wb * mesh[2 * mb]! + wc * mesh[2 * mc]!;
-      const y = wa * mesh[2 * ma + 1]! + wb * mesh[2 * mb + 1]! + wc * mesh[2 * mc + 1]!;
-      const j = Math.floor(y) * w + Math.floor(x);
-      if (x < 0 || y < 0 || x >= w || y >= h || clear[j] === 1 || covered[j] === 0) return;
-      sampleCubic(pixels, w, h, Math.max(0, x - 0.5), Math.max(0, y - 0.5), mirrored, i * 4);
-      mirrored[i * 4 + 3] = 1;
-    });
+  // Not from the rim of the face: a rim light or the hair behind it on the other side came along.
+  const deep = boxBlur(covered, new Float32Array(n), w, h, 1, Math.max(1, RIM * faceSize));
+  for (let i = 0; i < n; i++) {
+    if (clear[i] === 0) continue;
+    const j = at(i);
+    // A brow's mirror image is the other brow, not skin, and its tail reaches the rim.
+    if (j < 0 || clear[j] === 1 || covered[j] === 0 || (brows[j] === 0 && (deep[j]! < 1 || notSkin[j] === 1))) continue;
+    sampleCubic(pixels, w, h, Math.max(0, mirrorAt[2 * i]! - 0.5), Math.max(0, mirrorAt[2 * i + 1]! - 0.5), mirrored, i * 4);
+    mirrored[i * 4 + 3] = 1;
   }
   for (let i = 0; i < n; i++) if (brows[i] === 1 && mirrored[i * 4 + 3] === 0) clear[i] = 0;
   pushPull(around, w, h);
@@ -121,7 +178,11 @@ export function withoutOccluders(source: SourceFace, pixels: Uint8Array, triangl
   const radius = Math.max(1, CLEAR_LIGHT * faceSize);
   const light = boxBlur(around, new Float32Array(n * 4), w, h, 4, radius);
   const mirrorLight = boxBlur(mirrored, new Float32Array(n * 4), w, h, 4, radius);
-  const fade = boxBlur(clear, new Float32Array(n), w, h, 1, Math.max(1, CLEAR_FEATHER * faceSize));
+  // The cleared pixels fade into the photo's own where they meet its skin; at the face's outline and at
+  // the features, which bound them, they do not (half the hair stayed there, a dark line).
+  const bounded = new Float32Array(n);
+  for (let i = 0; i < n; i++) bounded[i] = clear[i] === 1 || covered[i] === 0 || features[i] === 1 ? 1 : 0;
+  const fade = boxBlur(bounded, new Float32Array(n), w, h, 1, Math.max(1, CLEAR_FEATHER * faceSize));
   const out = Uint8Array.from(pixels);
   for (let i = 0; i < n; i++) {
     if (clear[i] === 0) continue;
