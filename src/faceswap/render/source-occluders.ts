@@ -116,7 +116,6 @@ export function withoutOccluders(source: SourceFace, pixels: Uint8Array, triangl
   const core = coreSkin(mesh, covered, features, w, h, faceSize);
   const skin = medianModel(rgb, n, (i) => core[i] === 1);
   if (!skin) return pixels;
-  const mirrorAt = mirrorPositions(mesh, triangles, mirror, w, h);
   const off = new Float32Array(n), notSkin = new Float32Array(n);
   for (let i = 0; i < n; i++) {
     if (covered[i] === 0 || features[i] === 1) continue;
@@ -130,6 +129,8 @@ export function withoutOccluders(source: SourceFace, pixels: Uint8Array, triangl
   for (let i = 0; i < n; i++) off[i] = clustered[i]! > 0.5 ? 1 : 0;
   const found = new Float32Array(n);
   keepOccluders(off, covered, found, w, h, OCCLUDER_AREA * faceSize * faceSize);
+  if (!found.includes(1)) return pixels;
+  const mirrorAt = mirrorPositions(mesh, triangles, mirror, w, h);
   // A region its mirror image shares (one over both sides of the face) is cleared only above the nose
   // tip (1): a fringe across the forehead; below it, it is the face's own, a beard or a moustache. One
   // over a side only is hair or a hand wherever it is.
