@@ -54,31 +54,35 @@ export const OCCLUDER_AREA = 0.03;
  * pixel next to an uncovered one or the patch's border) and cover at least `minArea` pixels.
  */
 export function keepOccluders(off: Float32Array, covered: Float32Array, keep: Float32Array, w: number, h: number, minArea: number): void {
-  const seen = scratch("offSeen", w * h).fill(0);
-  const members: number[] = [];
+  const atEdge = (i: number) => {
+    const x = i % w;
+    return x === 0 || x === w - 1 || i < w || i >= w * (h - 1) || covered[i - 1] === 0 || covered[i + 1] === 0 || covered[i - w] === 0 || covered[i + w] === 0;
+  };
+  for (const members of regions(off, w, h)) {
+    if (members.length >= minArea && members.some(atEdge)) for (const i of members) keep[i] = 1;
+  }
+}
+
+/** The connected regions (4-neighbours) of the pixels `mask` marks, each as its pixels' indices. */
+export function regions(mask: Float32Array, w: number, h: number): number[][] {
+  const seen = scratch("regionSeen", w * h).fill(0);
+  const all: number[][] = [];
   for (let start = 0; start < w * h; start++) {
-    if (off[start] === 0 || seen[start] !== 0) continue;
+    if (mask[start] === 0 || seen[start] === 1) continue;
     seen[start] = 1;
-    members.length = 0;
-    members.push(start);
-    let edge = false;
     // `members` doubles as the queue: everything before `next` has had its neighbours visited.
+    const members = [start];
     for (let next = 0; next < members.length; next++) {
       const i = members[next]!, x = i % w;
-      if (x === 0 || x === w - 1 || i < w || i >= w * (h - 1)) {
-        edge = true;
-        continue;
-      }
-      for (const j of [i - 1, i + 1, i - w, i + w]) {
-        if (covered[j] === 0) edge = true;
-        else if (off[j] === 1 && seen[j] === 0) {
-          seen[j] = 1;
-          members.push(j);
-        }
+      for (const j of [x > 0 ? i - 1 : -1, x < w - 1 ? i + 1 : -1, i - w, i + w]) {
+        if (j < 0 || j >= w * h || mask[j] === 0 || seen[j] === 1) continue;
+        seen[j] = 1;
+        members.push(j);
       }
     }
-    if (edge && members.length >= minArea) for (const i of members) keep[i] = 1;
+    all.push(members);
   }
+  return all;
 }
 
 interface ColourModel {

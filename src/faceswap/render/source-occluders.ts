@@ -1,6 +1,6 @@
 import { EYE_OPENINGS } from "./eyes.js";
 import { BROWS, facingSign, OUTER_LIPS, OVAL, rasterise, signedArea } from "./mesh.js";
-import { keepOccluders, medianModel, OCCLUDER_AREA } from "./occlusion.js";
+import { keepOccluders, medianModel, OCCLUDER_AREA, regions } from "./occlusion.js";
 import { boxBlur, fillPolygon, pointBounds, sampleCubic, toYCbCr, ycbcr } from "./pixels.js";
 import { pushPull } from "./push-pull.js";
 import type { SourceFace } from "./swap.js";
@@ -45,27 +45,6 @@ function coreSkin(mesh: Float32Array, covered: Float32Array, features: Float32Ar
     }
   }
   return core;
-}
-
-/** The connected regions (4-neighbours) of the pixels `mask` marks, each as its pixels' indices. */
-function regions(mask: Float32Array, w: number, h: number): number[][] {
-  const seen = new Uint8Array(w * h);
-  const all: number[][] = [];
-  for (let start = 0; start < w * h; start++) {
-    if (mask[start] === 0 || seen[start] === 1) continue;
-    seen[start] = 1;
-    const members = [start];
-    for (let next = 0; next < members.length; next++) {
-      const i = members[next]!, x = i % w;
-      for (const j of [x > 0 ? i - 1 : -1, x < w - 1 ? i + 1 : -1, i - w, i + w]) {
-        if (j < 0 || j >= w * h || mask[j] === 0 || seen[j] === 1) continue;
-        seen[j] = 1;
-        members.push(j);
-      }
-    }
-    all.push(members);
-  }
-  return all;
 }
 
 /**
