@@ -37,23 +37,33 @@ export function occlusion(
     toYCbCr(target, i * 3);
     if (!skinLike(mean, spread, 5)) off[i] = 1;
   }
-  // A lone outlier (a freckle, a highlight, codec noise) is not an occluder: only clusters count.
+  keepClusteredOccluders(off, covered, keep, { w, h, faceSize });
+  return off;
+}
+
+/**
+ * Marks in `keep` the occluders among the pixels `off` marks (those of `covered` far from the face's
+ * skin): `off` is first reduced to its clusters, in place, since a lone outlier (a freckle, a
+ * highlight, codec noise) is not an occluder; then the clusters that come in from the face's edge and
+ * are large are kept (see keepOccluders).
+ */
+export function keepClusteredOccluders(off: Float32Array, covered: Float32Array, keep: Float32Array, { w, h, faceSize }: Omit<PatchPlace, "x0" | "y0">): void {
+  const n = w * h;
   const clustered = boxBlur(off, scratch("offBlur", n), w, h, 1, Math.max(1, Math.round(faceSize * 0.015)));
   for (let i = 0; i < n; i++) off[i] = covered[i] === 1 && clustered[i]! > 0.5 ? 1 : 0;
   keepOccluders(off, covered, keep, w, h, OCCLUDER_AREA * faceSize * faceSize);
-  return off;
 }
 
 // A hand, a glass or hair in front of the face comes in from outside it: its not-skin region reaches
 // the face's edge and is large. Make-up, tattoos and moles sit inside the face, apart from its edge
 // (a clown's dark marks around the eyes and on the cheeks): those are the target's skin, replaced.
-export const OCCLUDER_AREA = 0.03;
+const OCCLUDER_AREA = 0.03;
 
 /**
  * Marks in `keep` the connected regions of `off` (4-neighbours) that touch the edge of `covered` (a
  * pixel next to an uncovered one or the patch's border) and cover at least `minArea` pixels.
  */
-export function keepOccluders(off: Float32Array, covered: Float32Array, keep: Float32Array, w: number, h: number, minArea: number): void {
+function keepOccluders(off: Float32Array, covered: Float32Array, keep: Float32Array, w: number, h: number, minArea: number): void {
   const atEdge = (i: number) => {
     const x = i % w;
     return x === 0 || x === w - 1 || i < w || i >= w * (h - 1) || covered[i - 1] === 0 || covered[i + 1] === 0 || covered[i - w] === 0 || covered[i + w] === 0;

@@ -1,6 +1,6 @@
 import { EYE_OPENINGS } from "./eyes.js";
 import { BROWS, facingSign, OUTER_LIPS, OVAL, rasterise, signedArea } from "./mesh.js";
-import { keepOccluders, medianModel, OCCLUDER_AREA, regions } from "./occlusion.js";
+import { keepClusteredOccluders, medianModel, regions } from "./occlusion.js";
 import { boxBlur, fillPolygon, pointBounds, sampleCubic, toYCbCr, ycbcr } from "./pixels.js";
 import { pushPull } from "./push-pull.js";
 import type { SourceFace } from "./swap.js";
@@ -103,11 +103,8 @@ export function withoutOccluders(source: SourceFace, pixels: Uint8Array, triangl
     if (chroma <= OFF_CHROMA && ycbcr[0] >= skin.mean[0]! - OFF_LUMA * skin.spread[0]!) continue;
     notSkin[i] = off[i] = 1;
   }
-  // A lone outlier (a freckle, a highlight) is not an occluder: only clusters count.
-  const clustered = boxBlur(off, new Float32Array(n), w, h, 1, Math.max(1, Math.round(faceSize * 0.015)));
-  for (let i = 0; i < n; i++) off[i] = clustered[i]! > 0.5 ? 1 : 0;
   const found = new Float32Array(n);
-  keepOccluders(off, covered, found, w, h, OCCLUDER_AREA * faceSize * faceSize);
+  keepClusteredOccluders(off, covered, found, { w, h, faceSize });
   if (!found.includes(1)) return pixels;
   const mirrorAt = mirrorPositions(mesh, triangles, mirror, w, h);
   // A region its mirror image shares (one over both sides of the face) is cleared only above the nose
@@ -136,9 +133,9 @@ export function withoutOccluders(source: SourceFace, pixels: Uint8Array, triangl
   // Clear skin (weight 1) and nothing else, then the same with the cleared pixels' mirror images.
   const around = new Float32Array(n * 4), mirrored = new Float32Array(n * 4);
   for (let i = 0; i < n; i++) {
-    const skin = covered[i] === 1 && features[i] === 0 && notSkin[i] === 0 && clear[i] === 0 ? 1 : 0;
-    for (let c = 0; c < 3; c++) around[i * 4 + c] = mirrored[i * 4 + c] = skin * rgb[i * 3 + c]!;
-    around[i * 4 + 3] = mirrored[i * 4 + 3] = skin;
+    const clearSkin = covered[i] === 1 && features[i] === 0 && notSkin[i] === 0 && clear[i] === 0 ? 1 : 0;
+    for (let c = 0; c < 3; c++) around[i * 4 + c] = mirrored[i * 4 + c] = clearSkin * rgb[i * 3 + c]!;
+    around[i * 4 + 3] = mirrored[i * 4 + 3] = clearSkin;
   }
   // Not from the rim of the face: a rim light or the hair behind it on the other side came along.
   const deep = boxBlur(covered, new Float32Array(n), w, h, 1, Math.max(1, RIM * faceSize));

@@ -141,7 +141,7 @@ function toFrame(raw: Float32Array, crop: MeshCrop, size: number): Point[] {
 }
 
 /** A rolled face's crop box: Human's box of the face after meshing (its crop's size, centred on its mesh), unclamped. */
-export function cropOfFace(face: FaceResult, width: number, height: number, angle: number): MeshCrop {
+function cropOfFace(face: FaceResult, width: number, height: number, angle: number): MeshCrop {
   const bw = face.boxRaw[2] * width, bh = face.boxRaw[3] * height;
   return { cx: face.boxRaw[0] * width + bw / 2, cy: face.boxRaw[1] * height + bh / 2, width: bw, height: bh, angle };
 }

@@ -116,7 +116,7 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
   }
 }
 
-// One request at a time: a Human instance keeps per-call state (its config, the cached face boxes).
+// One request at a time: a Human instance keeps per-call state (the config each call merges into its own).
 let queue: Promise<void> = Promise.resolve();
 port.on("message", (request: WorkerRequest) => {
   queue = queue.then(() => handle(request)).then(
