@@ -55,7 +55,7 @@ async function humanFollowing(image: RgbImage, first: boolean) {
 async function followed(follower: FaceFollower, image: RgbImage): Promise<FollowedFace[]> {
   const tensor = human.tf.tensor3d(image.pixels, [image.height, image.width, 3], "int32");
   try {
-    return await follower.faces({ tensor, pixels: image.pixels, width: image.width, height: image.height });
+    return await follower.faces({ ...image, tensor: () => tensor });
   } finally {
     human.tf.dispose(tensor);
   }

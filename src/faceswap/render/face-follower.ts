@@ -61,7 +61,7 @@ export class FaceFollower {
   }
 
   private async detect(frame: MeshFrame): Promise<FollowedFace[]> {
-    const meshed = await detectAfresh(this.human, frame.tensor, { minConfidence: this.minConfidence, describe: false });
+    const meshed = await detectAfresh(this.human, frame.tensor(), { minConfidence: this.minConfidence, describe: false });
     const upright = await this.upright.meshes(frame, meshed, this.minConfidence, this.followed);
     this.sinceDetection = 0;
     this.followed = meshed.map((face, i) => {

@@ -1,6 +1,8 @@
-import type { Config, Human, Tensor } from "@vladmandic/human";
+import type { Config, Human } from "@vladmandic/human";
+import { cropAndResize } from "./resample.js";
 import type { RgbImage } from "./images.js";
 import { pointBounds } from "./pixels.js";
+import type { MeshFrame } from "./upright.js";
 
 /**
  * Finds hands in consecutive video frames of one render (one worker's share of them) with Human's hand
@@ -23,11 +25,11 @@ export class HandFinder {
   constructor(private readonly human: Human) {}
 
   /**
-   * The keypoints (x, y pairs in frame pixels) of each hand in `frame` (the tensor of the rgb24
-   * `image`), whose faces have `boxes` ([x, y, width, height]).
+   * The keypoints (x, y pairs in frame pixels) of each hand in `frame`, whose faces have `boxes`
+   * ([x, y, width, height]).
    */
-  async find(frame: Tensor, image: RgbImage, boxes: readonly (readonly number[])[]): Promise<Float32Array[]> {
-    const moved = this.moved(image, boxes);
+  async find(frame: MeshFrame, boxes: readonly (readonly number[])[]): Promise<Float32Array[]> {
+    const moved = this.moved(frame, boxes);
     if (boxes.length === 0) {
       this.hands = [];
       return [];
@@ -46,12 +48,12 @@ export class HandFinder {
         face: { enabled: false },
         hand: { enabled: true, minConfidence: HAND_SCORE, maxDetected: HAND_MAX, skipFrames: 0, skipTime: 0, rotation: true, landmarks: true },
       } as Partial<Config>;
-      const result = await this.human.detect(frame, config);
+      const result = await this.human.detect(frame.tensor(), config);
       this.hands = result.hand
         .filter((hand) => hand.fingerScore >= FINGER_SCORE && hand.keypoints.length === 21)
         .map((hand) => Float32Array.from(hand.keypoints.flatMap((point) => [point[0], point[1]])));
     } else {
-      this.hands = await this.follow(frame, image.width, image.height);
+      this.hands = await this.follow(frame);
     }
     return this.hands;
   }
@@ -61,7 +63,7 @@ export class HandFinder {
    * one's keypoints grown by FOLLOW_GROW (as Human follows them); those it no longer scores as a hand
    * are dropped.
    */
-  private async follow(frame: Tensor, width: number, height: number): Promise<Float32Array[]> {
+  private async follow(frame: RgbImage): Promise<Float32Array[]> {
     const model = this.human.models.models.handskeleton;
     if (!model) throw new Error("the hand landmark model is not loaded");
     const [, size] = model.inputs[0]!.shape as number[];
@@ -71,10 +73,9 @@ export class HandFinder {
       const { minX, minY, maxX, maxY } = pointBounds(points);
       const side = Math.max(maxX - minX, maxY - minY) * FOLLOW_GROW;
       const left = (minX + maxX - side) / 2, top = (minY + maxY - side) / 2;
+      const box = [top / frame.height, left / frame.width, (top + side) / frame.height, (left + side) / frame.width] as const;
       const [score, keypoints] = tf.tidy(() => {
-        const batch = tf.expandDims(frame as never, 0) as import("@tensorflow/tfjs-core").Tensor4D;
-        const box = [[top / height, left / width, (top + side) / height, (left + side) / width]];
-        const crop = tf.div(tf.image.cropAndResize(batch, box, [0], [size!, size!], "bilinear"), 255);
+        const crop = tf.div(tf.tensor4d(cropAndResize(frame, box, size!), [1, size!, size!, 3]), 255);
         return model.execute(crop, ["Identity_1", "Identity"]) as import("@tensorflow/tfjs-core").Tensor[];
       });
       try {

@@ -67,7 +67,7 @@ export async function loadHuman(): Promise<Human> {
 }
 
 /**
- * The faces Human finds afresh in `frame` (an int32 [height, width, 3] tensor), each with its mesh:
+ * The faces Human finds afresh in `frame` (a [height, width, 3] tensor of 0-255 values), each with its mesh:
  * Human reuses no boxes (cacheSensitivity 0) and its own rotation stays off (see UprightMesher).
  * Each call sets every option it depends on: Human merges a call's config into its own.
  */

@@ -1,8 +1,9 @@
 import type { FaceResult, Human, Point, Tensor } from "@vladmandic/human";
+import { cropAndResize, rotateWithOffset, rowsRead } from "./resample.js";
+import type { RgbImage } from "./images.js";
 import { iou } from "./tracker.js";
 
 type Tf = typeof import("@tensorflow/tfjs-core");
-type Tensor4D = import("@tensorflow/tfjs-core").Tensor4D;
 type TfTensor = import("@tensorflow/tfjs-core").Tensor;
 
 /**
@@ -41,12 +42,12 @@ export function roll(mesh: readonly Point[], mirror: Int32Array): number {
   return Math.atan2(dy, dx);
 }
 
-/** A frame as the mesh crops read it: its int32 [height, width, 3] tensor and the rgb24 bytes it was made from. */
-export interface MeshFrame {
-  tensor: Tensor;
-  pixels: Uint8Array;
-  width: number;
-  height: number;
+/**
+ * A frame as the mesh crops and Human read it: its rgb24 bytes, and a [height, width, 3] tensor of
+ * them made on the first call (only Human's own searches need one).
+ */
+export interface MeshFrame extends RgbImage {
+  tensor(): Tensor;
 }
 
 /** A face's crop for the mesh model: a box (frame pixels) about its centre, turned by `angle` first. */
@@ -110,21 +111,16 @@ function cropOf(tf: Tf, frame: MeshFrame, crop: MeshCrop, size: number): TfTenso
   const { width, height } = frame;
   const { cx, cy, width: bw, height: bh } = crop;
   if (crop.angle === 0) {
-    const box = [[(cy - bh / 2) / height, (cx - bw / 2) / width, (cy + bh / 2) / height, (cx + bw / 2) / width]];
-    return tf.div(tf.image.cropAndResize(tf.expandDims(frame.tensor as never, 0) as Tensor4D, box, [0], [size, size], "bilinear"), 255);
+    const box = [(cy - bh / 2) / height, (cx - bw / 2) / width, (cy + bh / 2) / height, (cx + bw / 2) / width] as const;
+    return tf.div(tf.tensor4d(cropAndResize(frame, box, size), [1, size, size, 3]), 255);
   }
-  // Only the part of the frame the turned box reaches is turned, copied here from the frame's bytes:
-  // tfjs-wasm's slice of the frame tensor read all of it back into JavaScript (7 % of a worker).
+  // Only the part of the frame the turned box reaches is turned, and of that only the rows the crop reads.
   const { x0, y0, w, h } = reach(crop, width, height)!;
-  const values = new Float32Array(w * h * 3);
-  for (let y = 0; y < h; y++) {
-    const from = ((y0 + y) * width + x0) * 3;
-    for (let k = 0; k < w * 3; k++) values[y * w * 3 + k] = frame.pixels[from + k]!;
-  }
-  const part = tf.tensor4d(values, [1, h, w, 3]);
-  const turned = tf.image.rotateWithOffset(part, crop.angle, 0, [(cx - x0) / w, (cy - y0) / h]);
-  const box = [[(cy - bh / 2 - y0) / h, (cx - bw / 2 - x0) / w, (cy + bh / 2 - y0) / h, (cx + bw / 2 - x0) / w]];
-  return tf.div(tf.image.cropAndResize(turned, box, [0], [size, size], "bilinear"), 255);
+  const box = [(cy - bh / 2 - y0) / h, (cx - bw / 2 - x0) / w, (cy + bh / 2 - y0) / h, (cx + bw / 2 - x0) / w] as const;
+  // The centre as tfjs made it from the fractions the kernel was once given: the same to the bit.
+  const centre = [w * ((cx - x0) / w), h * ((cy - y0) / h)] as const;
+  const turned = rotateWithOffset(frame, { x0, y0, width: w, height: h }, crop.angle, centre, rowsRead(box, h));
+  return tf.div(tf.tensor4d(cropAndResize(turned, box, size), [1, size, size, 3]), 255);
 }
 
 /** From the crop's pixels back to the frame's: scaled about the box's centre, turned back. */

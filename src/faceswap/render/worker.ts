@@ -1,5 +1,5 @@
 import { parentPort } from "node:worker_threads";
-import type { Point } from "@vladmandic/human";
+import type { Point, Tensor } from "@vladmandic/human";
 import { FaceFollower } from "./face-follower.js";
 import { HandFinder } from "./hands.js";
 import { detectAfresh, loadHuman } from "./human.js";
@@ -38,13 +38,16 @@ function toFaceData(face: { box: readonly number[]; score: number; mesh: Point[]
   return data;
 }
 
-/** The frame with an int32 [height, width, 3] tensor of it for `use`, disposed after. */
-async function withTensor<T>(pixels: Uint8Array, width: number, height: number, use: (frame: MeshFrame) => Promise<T>): Promise<T> {
-  const tensor = human.tf.tensor3d(pixels, [height, width, 3], "int32");
+/**
+ * The frame for `use`, its tensor (float32: every kernel that reads it casts an int32 one whole on
+ * each call) made if `use` asks for it and disposed after.
+ */
+async function withFrame<T>(pixels: Uint8Array, width: number, height: number, use: (frame: MeshFrame) => Promise<T>): Promise<T> {
+  let tensor: Tensor | undefined;
   try {
-    return await use({ tensor, pixels, width, height });
+    return await use({ pixels, width, height, tensor: () => (tensor ??= human.tf.tensor3d(pixels, [height, width, 3], "float32")) });
   } finally {
-    human.tf.dispose(tensor);
+    if (tensor) human.tf.dispose(tensor);
   }
 }
 
@@ -54,8 +57,8 @@ async function withTensor<T>(pixels: Uint8Array, width: number, height: number, 
  * meshes taken again upright (see UprightMesher).
  */
 async function stillFaces(pixels: Uint8Array, width: number, height: number, options: { upright: boolean; minConfidence: number }) {
-  return withTensor(pixels, width, height, async (frame) => {
-    const meshed = await detectAfresh(human, frame.tensor, { minConfidence: options.minConfidence, describe: true });
+  return withFrame(pixels, width, height, async (frame) => {
+    const meshed = await detectAfresh(human, frame.tensor(), { minConfidence: options.minConfidence, describe: true });
     const upright = options.upright ? await new UprightMesher(human, mirror).meshes(frame, meshed, options.minConfidence) : [];
     return meshed.map((face, i) => toFaceData(face, upright[i]?.mesh));
   });
@@ -77,9 +80,9 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
       if (!finder) handFinders.set(request.job, (finder = new HandFinder(human)));
       let follower = followers.get(request.job);
       if (!follower) followers.set(request.job, (follower = new FaceFollower(human, mirror, VIDEO_MIN_CONFIDENCE)));
-      const found = await withTensor(pixels, request.width, request.height, async (meshFrame) => {
+      const found = await withFrame(pixels, request.width, request.height, async (meshFrame) => {
         const faces = (await follower.faces(meshFrame)).map((face) => toFaceData(face));
-        frame.hands = await finder.find(meshFrame.tensor, frame, faces.map((face) => face.box));
+        frame.hands = await finder.find(meshFrame, faces.map((face) => face.box));
         return faces;
       });
       return { value: found };
