@@ -78,23 +78,29 @@ const MIN_SIDE = 6;
 function reduce(input: Float32Array, w: number, h: number, channels: number, name: string): Float32Array {
   const cw = (w + 1) >> 1, ch = (h + 1) >> 1;
   const rows = scratch(`${name}Rows`, cw * h * channels);
+  // The five clamped taps of each output column (and below, of each row), found once rather than per sample.
+  const taps = (k: number, last: number, stride: number) => Math.min(last, Math.max(0, k)) * stride;
+  const columns = new Int32Array(cw * 5);
+  for (let x = 0; x < cw; x++) for (let k = 0; k < 5; k++) columns[5 * x + k] = taps(2 * x + k - 2, w - 1, channels);
   for (let y = 0; y < h; y++) {
+    const from = y * w * channels;
     for (let x = 0; x < cw; x++) {
-      const sx = 2 * x;
+      const to = (y * cw + x) * channels;
+      const t0 = columns[5 * x]!, t1 = columns[5 * x + 1]!, t2 = columns[5 * x + 2]!, t3 = columns[5 * x + 3]!, t4 = columns[5 * x + 4]!;
       for (let c = 0; c < channels; c++) {
-        const at = (k: number) => input[(y * w + Math.min(w - 1, Math.max(0, sx + k))) * channels + c]!;
-        rows[(y * cw + x) * channels + c] = (at(-2) + 4 * at(-1) + 6 * at(0) + 4 * at(1) + at(2)) / 16;
+        const at = from + c;
+        rows[to + c] = (input[at + t0]! + 4 * input[at + t1]! + 6 * input[at + t2]! + 4 * input[at + t3]! + input[at + t4]!) / 16;
       }
     }
   }
   const out = scratch(name, cw * ch * channels);
+  const row = cw * channels;
   for (let y = 0; y < ch; y++) {
     const sy = 2 * y;
-    for (let x = 0; x < cw; x++) {
-      for (let c = 0; c < channels; c++) {
-        const at = (k: number) => rows[(Math.min(h - 1, Math.max(0, sy + k)) * cw + x) * channels + c]!;
-        out[(y * cw + x) * channels + c] = (at(-2) + 4 * at(-1) + 6 * at(0) + 4 * at(1) + at(2)) / 16;
-      }
+    const t0 = taps(sy - 2, h - 1, row), t1 = taps(sy - 1, h - 1, row), t2 = taps(sy, h - 1, row);
+    const t3 = taps(sy + 1, h - 1, row), t4 = taps(sy + 2, h - 1, row);
+    for (let k = 0; k < row; k++) {
+      out[y * row + k] = (rows[t0 + k]! + 4 * rows[t1 + k]! + 6 * rows[t2 + k]! + 4 * rows[t3 + k]! + rows[t4 + k]!) / 16;
     }
   }
   return out;
@@ -103,11 +109,20 @@ function reduce(input: Float32Array, w: number, h: number, channels: number, nam
 /** Bilinear upsampling of a reduced level (rgb) back to w x h; sample i of it sits at 2i. */
 function expand(input: Float32Array, cw: number, ch: number, w: number, h: number, name: string): Float32Array {
   const out = scratch(name, w * h * 3);
+  // Each column's two samples and the weight between them, the same on every row.
+  const left = new Int32Array(w), right = new Int32Array(w), across = new Float64Array(w);
+  for (let x = 0; x < w; x++) {
+    const fx = x / 2, ix = Math.min(cw - 1, Math.floor(fx));
+    left[x] = ix * 3;
+    right[x] = Math.min(cw - 1, ix + 1) * 3;
+    across[x] = fx - ix;
+  }
   for (let y = 0; y < h; y++) {
     const fy = y / 2, iy = Math.min(ch - 1, Math.floor(fy)), iy1 = Math.min(ch - 1, iy + 1), ty = fy - iy;
+    const upper = iy * cw * 3, lower = iy1 * cw * 3;
     for (let x = 0; x < w; x++) {
-      const fx = x / 2, ix = Math.min(cw - 1, Math.floor(fx)), ix1 = Math.min(cw - 1, ix + 1), tx = fx - ix;
-      const a = (iy * cw + ix) * 3, b = (iy * cw + ix1) * 3, c = (iy1 * cw + ix) * 3, d = (iy1 * cw + ix1) * 3;
+      const tx = across[x]!;
+      const a = upper + left[x]!, b = upper + right[x]!, c = lower + left[x]!, d = lower + right[x]!;
       for (let k = 0; k < 3; k++) {
         const top = input[a + k]! + (input[b + k]! - input[a + k]!) * tx;
         const bottom = input[c + k]! + (input[d + k]! - input[c + k]!) * tx;
