@@ -1,7 +1,7 @@
 import type { Config, Human } from "@vladmandic/human";
-import { cropAndResize } from "./resample.js";
 import type { RgbImage } from "./images.js";
 import { pointBounds } from "./pixels.js";
+import { cropAndResize } from "./resample.js";
 import type { MeshFrame } from "./upright.js";
 
 /**

@@ -1,6 +1,6 @@
 import type { FaceResult, Human, Point, Tensor } from "@vladmandic/human";
-import { cropAndResize, rotateWithOffset, rowsRead } from "./resample.js";
 import type { RgbImage } from "./images.js";
+import { cropAndResize, rotateWithOffset, rowsRead } from "./resample.js";
 import { iou } from "./tracker.js";
 
 type Tf = typeof import("@tensorflow/tfjs-core");
