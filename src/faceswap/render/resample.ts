@@ -5,10 +5,10 @@ const f32 = Math.fround;
 /**
  * tfjs-wasm's image kernels that cut the mesh model's crops, in JavaScript and equal to them to the
  * bit: every step rounds to float32 as the kernels do. The kernels took 2-3.5 ms a 192 px crop on
- * these cores (a third of that the cast of an int32 frame, the rest their own arithmetic: index sums
- * in float, a conversion per tap); these take 0.7-1.2 ms. Equal to the bit matters: the mesh model
- * answers a crop cut here exactly as it answers Human's own, so a face meshed here and on a frame
- * Human detects does not jump, and a turned face is meshed as before.
+ * these cores (a sixth to two fifths of that the cast of an int32 frame, the rest their own
+ * arithmetic: index sums in float, a conversion per tap); these take 0.7-1.2 ms. Equal to the bit
+ * matters: the mesh model answers a crop cut here exactly as it answers Human's own, so a face
+ * meshed here and on a frame Human detects does not jump, and a turned face is meshed as before.
  */
 
 /**
