@@ -84,7 +84,7 @@ function grown(mask: Uint8Array, width: number, distance: number): Uint8Array {
 describe("a source photo's face with something over it", () => {
   it("is left as it is when nothing covers it", () => {
     const { clean } = temple;
-    const out = withoutOccluders(clean, clean.pixels, human.faceTriangulation, mirror);
+    const out = withoutOccluders(clean, human.faceTriangulation, mirror);
     expect(difference(out, clean.pixels, () => true)).toBe(0);
   });
 
@@ -93,7 +93,7 @@ describe("a source photo's face with something over it", () => {
     ["at one side of its jaw, below the mouth", () => jaw],
   ])("has the hair %s replaced by skin, and nothing else changed", (_, example) => {
     const { clean, covered, hair, faceSize } = example();
-    const out = withoutOccluders(covered, covered.pixels, human.faceTriangulation, mirror);
+    const out = withoutOccluders(covered, human.faceTriangulation, mirror);
     // The hair is dark against the skin it lies on; what replaces it is not. Its light is the skin's
     // around it, not that of the skin under the hair, which nothing in the photo shows (the jaw's lies
     // in the shade of the smile, 30 levels below the skin around it).
@@ -107,7 +107,7 @@ describe("a source photo's face with something over it", () => {
 
   it("keeps a beard: what covers the face below the nose on both sides is the face's own", () => {
     const { covered } = beard;
-    const out = withoutOccluders(covered, covered.pixels, human.faceTriangulation, mirror);
+    const out = withoutOccluders(covered, human.faceTriangulation, mirror);
     expect(difference(out, covered.pixels, () => true)).toBe(0);
   });
 });

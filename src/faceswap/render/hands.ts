@@ -1,8 +1,7 @@
 import type { Config, Human } from "@vladmandic/human";
 import type { RgbImage } from "./images.js";
 import { pointBounds } from "./pixels.js";
-import { cropAndResize } from "./resample.js";
-import type { MeshFrame } from "./upright.js";
+import { modelInput, type MeshFrame } from "./upright.js";
 
 /**
  * Finds hands in consecutive video frames of one render (one worker's share of them) with Human's hand
@@ -75,8 +74,7 @@ export class HandFinder {
       const left = (minX + maxX - side) / 2, top = (minY + maxY - side) / 2;
       const box = [top / frame.height, left / frame.width, (top + side) / frame.height, (left + side) / frame.width] as const;
       const [score, keypoints] = tf.tidy(() => {
-        const crop = tf.div(tf.tensor4d(cropAndResize(frame, box, size!), [1, size!, size!, 3]), 255);
-        return model.execute(crop, ["Identity_1", "Identity"]) as import("@tensorflow/tfjs-core").Tensor[];
+        return model.execute(modelInput(tf, frame, box, size!), ["Identity_1", "Identity"]) as import("@tensorflow/tfjs-core").Tensor[];
       });
       try {
         const raw = (await score!.data())[0]!;

@@ -24,12 +24,13 @@ export function cropAndResize(image: RgbImage, box: readonly [number, number, nu
   const heightScale = f32(f32(f32(y2 - y1) * h1) / (size - 1));
   const widthScale = f32(f32(f32(x2 - x1) * w1) / (size - 1));
   const rowStride = width * 3;
+  const rowAt = (y: number) => f32(f32(y1 * h1) + f32(y * heightScale));
 
   if (copiesRows(x1, x2, y1, w1, height, heightScale, widthScale, size)) {
     // The kernel's shortcut for a box the size of the crop on whole pixels: it copies each row from
     // the image's left edge, wherever the box starts.
     for (let y = 0; y < size; y++) {
-      const yInd = f32(f32(y1 * h1) + f32(y * heightScale));
+      const yInd = rowAt(y);
       if (yInd < 0 || yInd > h1) continue;
       const from = Math.trunc(yInd) * rowStride;
       for (let k = 0; k < size * 3; k++) out[y * size * 3 + k] = pixels[from + k] ?? 0;
@@ -54,7 +55,8 @@ export function cropAndResize(image: RgbImage, box: readonly [number, number, nu
     to = 3 * x + 3;
   }
   // Each image row the crop reads, interpolated along the row once: an enlarged face's crop reads
-  // the same two image rows for several of its rows. Stored in a Float32Array, it is rounded as the kernel rounds it.
+  // the same two image rows for several of its rows. Stored in a Float32Array, each value is rounded
+  // as the kernel rounds it.
   const lines = [new Float32Array(size * 3), new Float32Array(size * 3)];
   const lineRows = [-1, -1];
   const line = (row: number): Float32Array => {
@@ -71,7 +73,7 @@ export function cropAndResize(image: RgbImage, box: readonly [number, number, nu
     return into;
   };
   for (let y = 0; y < size; y++) {
-    const yInd = f32(f32(y1 * h1) + f32(y * heightScale));
+    const yInd = rowAt(y);
     if (yInd < 0 || yInd > h1) continue;
     const top = Math.floor(yInd);
     const yLerp = yInd - top;

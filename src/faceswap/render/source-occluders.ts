@@ -69,7 +69,7 @@ function mirrorPositions(mesh: Float32Array, triangles: ArrayLike<number>, mirro
 }
 
 /**
- * The source photo's `pixels` with what lies over its face cleared: hair over the forehead, a temple
+ * The source photo's pixels with what lies over its face cleared: hair over the forehead, a temple
  * or a cheek, a hand at the chin. Drawn as it is, it lies on every new face (dark hair over a temple
  * became a brown smear on each target's forehead and temple). It is found much as for a target (see
  * `occlusion`): clusters far from the face's skin colour, measured on its cheeks and nose
@@ -79,8 +79,8 @@ function mirrorPositions(mesh: Float32Array, triangles: ArrayLike<number>, mirro
  * where that is clear skin and faces the camera, and its light and colour from the clear skin around
  * it; one whose mirror image is covered too is filled from the skin around it.
  */
-export function withoutOccluders(source: SourceFace, pixels: Uint8Array, triangles: ArrayLike<number>, mirror: Int32Array): Uint8Array {
-  const { width: w, height: h, mesh } = source;
+export function withoutOccluders(source: SourceFace, triangles: ArrayLike<number>, mirror: Int32Array): Uint8Array {
+  const { pixels, width: w, height: h, mesh } = source;
   const n = w * h;
   const { minX, minY, maxX, maxY } = pointBounds(mesh);
   const faceSize = Math.sqrt((maxX - minX) * (maxY - minY));

@@ -74,7 +74,6 @@ export const STYLES: Record<StyleVersion, StyleParams> = {
   v2: { opacity: 1, light: 0.9, chroma: 0.9, chromaDetail: 0.6, lightRadius: 0.08, sharpen: 2.2, keepTexture: 0, feather: 0.045, reshape: 1 },
 };
 
-
 // The face outline stays where the target's is, so the blend edge follows the target's head; only the
 // features inside take the source's proportions.
 const FACE_OVAL = new Set(OVAL);
@@ -224,7 +223,6 @@ function gather(mesh: Float32Array, indices: readonly number[]): Float32Array {
   return out;
 }
 
-
 // The inner lips' gap over the mouth's width from which the mouth counts as open, and from which
 // fully: below it the lips touch and the polygon between them is a thin line of the target's lip
 // edge, drawn as a dark or white streak across the new face's closed mouth.
@@ -237,7 +235,6 @@ function mouthOpen(mesh: Float32Array): number {
   const t = Math.min(1, Math.max(0, (gap / Math.max(1e-6, width) - MOUTH_OPEN[0]) / (MOUTH_OPEN[1] - MOUTH_OPEN[0])));
   return t * t * (3 - 2 * t);
 }
-
 
 /** Region of the frame the face is drawn in, and the buffers over it. */
 interface Patch {
@@ -367,7 +364,6 @@ function toFrame(rgb: Float32Array, p: number, frame: Uint8Array, q: number): vo
   frame[q + 1] = Math.min(255, Math.max(0, y + t * (g - y) + 0.5));
   frame[q + 2] = Math.min(255, Math.max(0, y + t * (b - y) + 0.5));
 }
-
 
 /**
  * Rasterises the target's visible surface: triangles of the target's own mesh that face the camera,
@@ -558,9 +554,6 @@ function stretchOf(drawnMesh: Float32Array, sourceMesh: Float32Array, a: number,
 // the jitter of the mesh's outline points between frames, so the edge does not cut into the new face.
 const OUTLINE_MARGIN = 0.05;
 
-
-
-
 // The source's outline and, where its head is turned, the points beyond it lie on or past the edge of
 // its skin; sampled as they are, they bring the hair and background behind the face into the new face
 // as speckles (which v2's unsharp mask sharpens further). Each point is sampled no further out from
@@ -645,7 +638,7 @@ function withMouthFilled(source: SourceFace, photo: Uint8Array): Uint8Array {
 function pyramid(source: SourceFace, triangles: ArrayLike<number>, mirror: Int32Array): Level[] {
   let levels = pyramids.get(source);
   if (levels) return levels;
-  const photo = withMouthFilled(source, withoutOccluders(source, source.pixels, triangles, mirror));
+  const photo = withMouthFilled(source, withoutOccluders(source, triangles, mirror));
   levels = [{ pixels: photo, width: source.width, height: source.height }];
   for (let top = levels[0]!; top.width >= 32 && top.height >= 32; top = levels.at(-1)!) {
     const width = top.width >> 1, height = top.height >> 1;

@@ -106,13 +106,18 @@ function reach(crop: MeshCrop, width: number, height: number): { x0: number; y0:
   return w < 2 || h < 2 ? undefined : { x0, y0, w, h };
 }
 
+/** The mesh or hand model's [1, size, size, 3] input: `box` of `image` (see cropAndResize), in 0..1. */
+export function modelInput(tf: Tf, image: RgbImage, box: readonly [number, number, number, number], size: number): TfTensor {
+  return tf.div(tf.tensor4d(cropAndResize(image, box, size), [1, size, size, 3]), 255);
+}
+
 /** The [1, size, size, 3] input of one crop, in 0..1. */
 function cropOf(tf: Tf, frame: MeshFrame, crop: MeshCrop, size: number): TfTensor {
   const { width, height } = frame;
   const { cx, cy, width: bw, height: bh } = crop;
   if (crop.angle === 0) {
     const box = [(cy - bh / 2) / height, (cx - bw / 2) / width, (cy + bh / 2) / height, (cx + bw / 2) / width] as const;
-    return tf.div(tf.tensor4d(cropAndResize(frame, box, size), [1, size, size, 3]), 255);
+    return modelInput(tf, frame, box, size);
   }
   // Only the part of the frame the turned box reaches is turned, and of that only the rows the crop reads.
   const { x0, y0, w, h } = reach(crop, width, height)!;
@@ -120,7 +125,7 @@ function cropOf(tf: Tf, frame: MeshFrame, crop: MeshCrop, size: number): TfTenso
   // The centre as tfjs made it from the fractions the kernel was once given: the same to the bit.
   const centre = [w * ((cx - x0) / w), h * ((cy - y0) / h)] as const;
   const turned = rotateWithOffset(frame, { x0, y0, width: w, height: h }, crop.angle, centre, rowsRead(box, h));
-  return tf.div(tf.tensor4d(cropAndResize(turned, box, size), [1, size, size, 3]), 255);
+  return modelInput(tf, turned, box, size);
 }
 
 /** From the crop's pixels back to the frame's: scaled about the box's centre, turned back. */
