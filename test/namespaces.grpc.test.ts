@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Code } from "../src/client/index.js";
+import { Code, type ApiError } from "../src/client/index.js";
 import { createAccountWithKey } from "./support/accounts.js";
 import { startTestApp, type TestApp } from "./support/app.js";
 import { createTestDatabase } from "./support/database.js";
@@ -343,6 +343,52 @@ describe("batches", () => {
     expect(results[0]!.namespace!.token).toMatch(/^[0-9a-f]{32}$/);
     expect(results[2]!.status!.message).toContain("namespaces[2].name");
     expect(results[1]!.namespace).toBeUndefined();
+  });
+
+  it("creates the first of two items with the same name, as it wrote it, and refuses the second", async () => {
+    const [first, second] = [await createAccountWithKey(t, ["namespaces"]), await createAccountWithKey(t, ["namespaces"])];
+    const { results } = await t.admin.namespaces.batchCreateNamespaces({
+      namespaces: [
+        { name: "b-twice", comment: "first", userIds: [first.accountId], serviceExportTo: ["a", "b"] },
+        { name: "b-twice", comment: "second", userIds: [second.accountId] },
+      ],
+    });
+    expect(results.map((r) => r.status!.code)).toEqual([Code.OK, Code.ALREADY_EXISTS]);
+    const { namespace } = await t.admin.namespaces.getNamespace({ name: "b-twice" });
+    expect(namespace).toMatchObject({ comment: "first", serviceExportTo: ["a", "b"] });
+    expect((await t.admin.namespaces.getNamespaceToken({ name: "b-twice" })).token).toBe(results[0]!.namespace!.token);
+    // Grants are write-only: they show as who may edit.
+    expect((await t.client(first.key).namespaces.getNamespace({ name: "b-twice" })).namespace!.editable).toBe(true);
+    expect((await t.client(second.key).namespaces.getNamespace({ name: "b-twice" })).namespace!.editable).toBe(false);
+  });
+
+  it("gives each of many concurrent creates its own row, grants and token, and one create per name", async () => {
+    const callers = await Promise.all([0, 1, 2].map(() => createAccountWithKey(t, ["namespaces"])));
+    const names = Array.from({ length: 10 }, (_, i) => `race-${i}`);
+    // Three creates per name, each granting a different account, all in flight at once.
+    const outcomes = await Promise.all(
+      names.flatMap((name) =>
+        callers.map((caller, i) =>
+          t.admin.namespaces.createNamespace({ namespace: { name, comment: `by ${i}`, userIds: [caller.accountId] } }).then(
+            (response) => ({ name, caller, created: response.namespace!, error: undefined }),
+            (error: unknown) => ({ name, caller, created: undefined, error: error as ApiError }),
+          ),
+        ),
+      ),
+    );
+    for (const name of names) {
+      const tries = outcomes.filter((o) => o.name === name);
+      const won = tries.filter((o) => o.created !== undefined);
+      expect(won).toHaveLength(1);
+      expect(tries.filter((o) => o.error?.code === Code.ALREADY_EXISTS)).toHaveLength(2);
+      const { namespace } = await t.admin.namespaces.getNamespace({ name });
+      expect(namespace!.comment).toBe(won[0]!.created!.comment);
+      expect((await t.admin.namespaces.getNamespaceToken({ name })).token).toBe(won[0]!.created!.token);
+      for (const { caller } of tries) {
+        const { namespace: seen } = await t.client(caller.key).namespaces.getNamespace({ name });
+        expect(seen!.editable).toBe(caller === won[0]!.caller);
+      }
+    }
   });
 
   it("deletes item by item", async () => {

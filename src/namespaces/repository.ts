@@ -1,5 +1,5 @@
 import { sql } from "kysely";
-import type { Db } from "../platform/db/database.js";
+import { prepared, type Db } from "../platform/db/database.js";
 import type { NamespaceAction, NamespaceFieldChange, NamespaceHistoryRow, NamespaceRow } from "../platform/db/schema.js";
 
 /** A namespace row with its grants and the live counts of its services and instances. */
@@ -71,35 +71,58 @@ export interface HistoryInput {
   changes: NamespaceFieldChange[];
 }
 
+/** A namespace to create, with its grants and its CREATED history entry. */
+export interface NamespaceInsert {
+  namespace: NewNamespace;
+  grants: { users: string[]; groups: string[] };
+  history: HistoryInput;
+}
+
 /**
- * Inserts a namespace, its grants and its CREATED history entry in one statement (so atomically,
- * in one round trip); undefined when the name is taken.
+ * Inserts namespaces, each with its grants and its CREATED history entry, in one statement (so
+ * atomically, in one round trip and one commit). Resolves with each item's row, in the items' order,
+ * or undefined where the name was taken, by a namespace or by an earlier item.
  */
-export async function insertNamespace(
-  db: Db,
-  ns: NewNamespace,
-  grants: { users: string[]; groups: string[] },
-  history: HistoryInput,
-): Promise<NamespaceRow | undefined> {
-  const kinds = [...grants.users.map(() => "user"), ...grants.groups.map(() => "group")];
-  const ids = [...grants.users, ...grants.groups];
-  const { rows } = await sql<NamespaceRow>`
-    with ns as (
+export async function insertNamespaces(db: Db, items: NamespaceInsert[]): Promise<(NamespaceRow | undefined)[]> {
+  const ns = items.map((item) => item.namespace);
+  const grants = items.flatMap(({ grants: { users, groups } }, n) => [
+    ...users.map((id) => ({ n, kind: "user", id })),
+    ...groups.map((id) => ({ n, kind: "group", id })),
+  ]);
+  const { rows } = await sql<NamespaceRow>`${prepared("namespace_insert")}
+    with input as (
+      select * from unnest(
+        ${ns.map((n) => n.name)}::text[], ${ns.map((n) => n.comment)}::text[], ${ns.map((n) => n.owners)}::text[],
+        ${ns.map((n) => n.token)}::text[], ${ns.map((n) => JSON.stringify(n.serviceExportTo))}::jsonb[],
+        ${ns.map((n) => JSON.stringify(n.metadata))}::jsonb[], ${ns.map((n) => n.syncToGlobalRegistry)}::boolean[],
+        ${ns.map((n) => n.createdBy)}::uuid[], ${items.map((i) => i.history.action)}::text[],
+        ${items.map((i) => i.history.actor)}::text[], ${items.map((i) => i.history.accountId)}::text[],
+        ${items.map((i) => JSON.stringify(i.history.changes))}::jsonb[]
+      ) with ordinality as t(name, comment, owners, token, export_to, metadata, sync, created_by,
+                             action, actor, account_id, changes, n)
+    ), ns as (
       insert into namespaces (name, comment, owners, token, service_export_to, metadata, sync_to_global_registry, created_by)
-      values (${ns.name}, ${ns.comment}, ${ns.owners}, ${ns.token}, ${ns.serviceExportTo}::text[],
-              ${JSON.stringify(ns.metadata)}::jsonb, ${ns.syncToGlobalRegistry}, ${ns.createdBy})
+      select name, comment, owners, token, array(select jsonb_array_elements_text(export_to)), metadata, sync, created_by
+      from input order by n
       on conflict (name) do nothing
       returning *
+    ), created as (
+      -- Tokens are random, so they tell which item each inserted row came from; names may repeat.
+      select ns.id, ns.name, input.n, input.action, input.actor, input.account_id, input.changes
+      from ns join input on input.token = ns.token
     ), grants as (
       insert into namespace_grants (namespace_id, principal_kind, principal_id)
-      select ns.id, g.kind, g.id from ns, unnest(${kinds}::text[], ${ids}::text[]) as g(kind, id)
+      select created.id, g.kind, g.id
+      from unnest(${grants.map((g) => g.n + 1)}::bigint[], ${grants.map((g) => g.kind)}::text[], ${grants.map((g) => g.id)}::text[])
+           as g(n, kind, id)
+      join created on created.n = g.n
     ), history as (
       insert into namespace_history (namespace_id, namespace_name, action, actor, account_id, changes)
-      select ns.id, ns.name, ${history.action}, ${history.actor}, ${history.accountId}, ${JSON.stringify(history.changes)}::jsonb
-      from ns
+      select id, name, action, actor, account_id, changes from created
     )
     select * from ns`.execute(db);
-  return rows[0];
+  const byToken = new Map(rows.map((row) => [row.token, row]));
+  return ns.map((n) => byToken.get(n.token));
 }
 
 /** Locks the namespace row for the rest of the transaction. */
