@@ -16,18 +16,26 @@ export class RawClient {
 
   call(path: string, request: Uint8Array): Promise<Buffer> {
     return new Promise((resolve, reject) => {
-      this.client.makeUnaryRequest(
-        path,
-        (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength),
-        (bytes: Buffer) => bytes,
-        request,
-        this.metadata,
-        (error, response) => (error ? reject(error) : resolve(response!)),
+      this.client.makeUnaryRequest(path, asBuffer, asIs, request, this.metadata, (error, response) =>
+        error ? reject(error) : resolve(response!),
       );
     });
+  }
+
+  /** A server-streaming call whose messages arrive as bytes ('data' events); cancel() ends it. */
+  stream(path: string, request: Uint8Array): grpc.ClientReadableStream<Buffer> {
+    return this.client.makeServerStreamRequest(path, asBuffer, asIs, request, this.metadata);
   }
 
   close(): void {
     this.client.close();
   }
+}
+
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+function asIs(bytes: Buffer): Buffer {
+  return bytes;
 }
