@@ -71,7 +71,7 @@ export function registryService(registry: RegistryService) {
       },
 
       watchInstances: (request, ctx, send) =>
-        registry.watch(ctx.principal, request, ctx.signal, (event) => send(toWatchResponse(request.namespace, event))),
+        registry.watch(ctx.principal, request, ctx.signal, (event) => send(watchResponse(request.namespace, event))),
     },
     { acceptsNamespaceTokens: true },
   );
@@ -102,6 +102,12 @@ const CHANGE_KINDS: Record<ChangeKind, InstanceChangeKind> = {
   updated: InstanceChangeKind.INSTANCE_CHANGE_KIND_UPDATED,
   isolation_changed: InstanceChangeKind.INSTANCE_CHANGE_KIND_ISOLATION_CHANGED,
 };
+
+/** A change goes to every watcher of its service as one response, encoded once for all of them. */
+function watchResponse(namespace: string, event: WatchEvent): WatchInstancesResponse {
+  if (!event.change) return toWatchResponse(namespace, event);
+  return reusedResponse(event.change, namespace, () => toWatchResponse(namespace, event));
+}
 
 function toWatchResponse(namespace: string, event: WatchEvent): WatchInstancesResponse {
   return {
