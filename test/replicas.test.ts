@@ -34,6 +34,21 @@ describe("namespaces across replicas", () => {
     expect(listed.namespaces.map((n) => n.id)).toEqual([namespace!.id]);
   });
 
+  it("batch creates of the same names on both, in opposite orders, create each once and never deadlock", async () => {
+    for (let round = 0; round < 5; round++) {
+      const names = Array.from({ length: 100 }, (_, i) => `both-${round}-${i}`);
+      const [onA, onB] = await Promise.all([
+        a.admin.namespaces.batchCreateNamespaces({ namespaces: names.map((name) => ({ name, comment: "a" })) }),
+        b.admin.namespaces.batchCreateNamespaces({ namespaces: names.toReversed().map((name) => ({ name, comment: "b" })) }),
+      ]);
+      const created = [...onA.results, ...onB.results].filter((r) => r.status!.code === Code.OK).map((r) => r.namespace!.name);
+      expect(created.toSorted()).toEqual(names.toSorted());
+      expect([...onA.results, ...onB.results].filter((r) => r.status!.code !== Code.OK).map((r) => r.status!.code)).toEqual(
+        names.map(() => Code.ALREADY_EXISTS),
+      );
+    }
+  });
+
   it("an update on B is seen by Get and List on A at once", async () => {
     await a.admin.namespaces.createNamespace({ namespace: { name: "across-2", comment: "v1", metadata: { k: "1" } } });
     await warm("across-2");

@@ -103,7 +103,9 @@ export async function insertNamespaces(db: Db, items: NamespaceInsert[]): Promis
     ), ns as (
       insert into namespaces (name, comment, owners, token, service_export_to, metadata, sync_to_global_registry, created_by)
       select name, comment, owners, token, array(select jsonb_array_elements_text(export_to)), metadata, sync, created_by
-      from input order by n
+      -- In name order: two statements (two replicas) inserting the same names wait for each other's
+      -- uncommitted names, and in different orders that deadlocked. The first of a repeated name wins.
+      from input order by name, n
       on conflict (name) do nothing
       returning *
     ), created as (

@@ -32,8 +32,6 @@ import {
 } from "./rules.js";
 
 export const MAX_BATCH = 100;
-/** Creates per insert statement at most. */
-const MAX_INSERT_BATCH = 500;
 const MAX_FILTER = 1024;
 const NAMESPACE_PAGES = { defaultSize: 100, maxSize: 100 };
 const HISTORY_PAGES = { defaultSize: 100, maxSize: 1000 };
@@ -64,7 +62,8 @@ export class NamespaceService {
    */
   private readonly inserts = new TickBatcher<repo.NamespaceInsert, NamespaceRow | undefined>({
     write: (items) => repo.insertNamespaces(this.db, items),
-    maxBatch: MAX_INSERT_BATCH,
+    // A batch create's items fit one statement; more would let a burst of large ones make it huge.
+    maxBatch: MAX_BATCH,
   });
 
   constructor(
