@@ -85,9 +85,10 @@ export interface NamespaceInsert {
  */
 export async function insertNamespaces(db: Db, items: NamespaceInsert[]): Promise<(NamespaceRow | undefined)[]> {
   const ns = items.map((item) => item.namespace);
-  const grants = items.flatMap(({ grants: { users, groups } }, n) => [
-    ...users.map((id) => ({ n, kind: "user", id })),
-    ...groups.map((id) => ({ n, kind: "group", id })),
+  // Each grant names its item by the item's ordinality (counted from 1).
+  const grants = items.flatMap(({ grants: { users, groups } }, i) => [
+    ...users.map((id) => ({ n: i + 1, kind: "user", id })),
+    ...groups.map((id) => ({ n: i + 1, kind: "group", id })),
   ]);
   const { rows } = await sql<NamespaceRow>`${prepared("namespace_insert")}
     with input as (
@@ -115,7 +116,7 @@ export async function insertNamespaces(db: Db, items: NamespaceInsert[]): Promis
     ), grants as (
       insert into namespace_grants (namespace_id, principal_kind, principal_id)
       select created.id, g.kind, g.id
-      from unnest(${grants.map((g) => g.n + 1)}::bigint[], ${grants.map((g) => g.kind)}::text[], ${grants.map((g) => g.id)}::text[])
+      from unnest(${grants.map((g) => g.n)}::bigint[], ${grants.map((g) => g.kind)}::text[], ${grants.map((g) => g.id)}::text[])
            as g(n, kind, id)
       join created on created.n = g.n
     ), history as (

@@ -73,9 +73,9 @@ export class HandFinder {
       const side = Math.max(maxX - minX, maxY - minY) * FOLLOW_GROW;
       const left = (minX + maxX - side) / 2, top = (minY + maxY - side) / 2;
       const box = [top / frame.height, left / frame.width, (top + side) / frame.height, (left + side) / frame.width] as const;
-      const [score, keypoints] = tf.tidy(() => {
-        return model.execute(modelInput(tf, frame, box, size!), ["Identity_1", "Identity"]) as import("@tensorflow/tfjs-core").Tensor[];
-      });
+      const [score, keypoints] = tf.tidy(
+        () => model.execute(modelInput(tf, frame, box, size!), ["Identity_1", "Identity"]) as import("@tensorflow/tfjs-core").Tensor[],
+      );
       try {
         const raw = (await score!.data())[0]!;
         // The model's score is a logit; Human reports it through the same sigmoid, in hundredths.
