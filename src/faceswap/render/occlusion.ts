@@ -1,4 +1,5 @@
-import { boxBlur, fillPolygon, pointBounds, toYCbCr, ycbcr } from "./pixels.js";
+import { EYE_OPENINGS } from "./eyes.js";
+import { boxBlur, fillPolygon, grownPolygon, pointBounds, toYCbCr, ycbcr } from "./pixels.js";
 import { scratch } from "./scratch.js";
 
 /** Where a face's patch lies in the frame, and the face's size (pixels). */
@@ -11,34 +12,79 @@ export interface PatchPlace {
 }
 
 /**
- * Marks in `keep` the covered pixels whose colour is far from the target's skin and that come in from
- * its edge (see keepOccluders): a glass in front of the face, hair over the forehead, background the
- * mesh reaches on a turned head. Returns all the clusters of such pixels (make-up too), or nothing
- * when the face shows too little skin to tell. The skin model is the covered pixels' colour in YCbCr
- * (see colourModel: from their median, then trimmed once), `hand` (see handMask) left out of it and of the clusters, which
- * only the face's own edge, not a hand's, makes occluders; the brows and lips, which are not
- * skin-coloured but belong to the face, are never marked.
+ * Marks in `keep` the covered pixels whose colour is far from the target's skin, or that are far darker
+ * than its cheeks and nose away from its eyes (see DARK_SHARE), and that come in from its edge (see
+ * keepOccluders): a glass in front of the face, hair over the forehead or a cheek, background the mesh
+ * (`mesh`, frame pixels) reaches on a turned head. Returns all the clusters of such pixels (make-up
+ * too), or nothing when the face shows too little skin to tell. The skin model is the covered pixels'
+ * colour in YCbCr (see colourModel: from their median, then trimmed once), `hand` (see handMask) left
+ * out of it and of the clusters, which only the face's own edge, not a hand's, makes occluders; the
+ * brows and lips, which are not skin-coloured but belong to the face, are never marked.
  */
 export function occlusion(
   target: Float32Array,
+  mesh: Float32Array,
   covered: Float32Array,
   keep: Float32Array,
   features: Float32Array,
-  { w, h, faceSize }: PatchPlace,
+  place: PatchPlace,
   hand: Float32Array,
 ): Float32Array | undefined {
+  const { x0, y0, w, h } = place;
   const n = w * h;
   const skin = colourModel(target, n, (i) => covered[i] === 1 && features[i] === 0 && hand[i] === 0, 2, 2.5);
   if (!skin) return undefined;
   const { mean, spread } = skin;
+  const eyes = scratch("eyeMakeUp", n).fill(0);
+  for (const polygon of EYE_OPENINGS) fillPolygon(eyes, w, h, grownPolygon(mesh, polygon, EYE_MAKE_UP), polygon, x0, y0, 1);
+  // The luma that counts as dark is measured on the cheeks and nose, where the face's own colour is
+  // (over the whole face the hair, as warm as the skin, lowered it until it passed for skin).
+  const core = coreSkin(mesh, (i) => {
+    if (covered[i] === 0 || features[i] === 1 || hand[i] === 1) return false;
+    toYCbCr(target, i * 3);
+    return skinLike(mean, spread, 5);
+  }, place);
+  const dark = DARK_SHARE * (medianModel(target, n, (i) => core[i] === 1)?.mean[0] ?? 0);
   const off = scratch("off", n).fill(0);
   for (let i = 0; i < n; i++) {
     if (covered[i] === 0 || features[i] === 1 || hand[i] === 1) continue;
     toYCbCr(target, i * 3);
-    if (!skinLike(mean, spread, 5)) off[i] = 1;
+    if (!skinLike(mean, spread, 5) || (eyes[i] === 0 && ycbcr[0] < dark)) off[i] = 1;
   }
-  keepClusteredOccluders(off, covered, keep, { w, h, faceSize });
+  keepClusteredOccluders(off, covered, keep, place);
   return off;
+}
+
+// Luma below this share of the cheeks' and nose's (see coreSkin) is not skin, away from the eyes (see
+// EYE_MAKE_UP): hair as warm as the skin beside it, over a bowed head, differed from it in luma alone,
+// and with the face's shading it widened the skin's spread until no luma was far enough from it; the
+// hair was drawn over. At 0.6 the shaded side of a face lit from one side (the pan's middle face)
+// passed for hair too, and its eye liner and lips stayed the target's.
+const DARK_SHARE = 0.45;
+// Around the eyes, how far out from each opening's centre (a share of its size) dark is make-up (eye
+// liner, its wing reaching the hair at the temple), which the new face replaces, unless its colour
+// is far from the skin's.
+const EYE_MAKE_UP = 0.8;
+
+// Skin the hair over a face seldom covers: discs about the cheeks (50, 280, 101, 330, 205, 425) and
+// down the nose (197, 5), SKIN_CORE_RADIUS of the face wide.
+const SKIN_CORE = [50, 280, 101, 330, 205, 425, 197, 5];
+const SKIN_CORE_RADIUS = 0.07;
+
+/** 1 on the pixels that `include` picks within SKIN_CORE_RADIUS of a SKIN_CORE point of `mesh` (x, y pairs, frame pixels). */
+export function coreSkin(mesh: Float32Array, include: (i: number) => boolean, { x0, y0, w, h, faceSize }: PatchPlace): Float32Array {
+  const core = scratch("coreSkin", w * h).fill(0);
+  const radius = SKIN_CORE_RADIUS * faceSize;
+  for (const p of SKIN_CORE) {
+    const cx = mesh[2 * p]! - x0, cy = mesh[2 * p + 1]! - y0;
+    for (let y = Math.max(0, Math.floor(cy - radius)); y <= Math.min(h - 1, Math.ceil(cy + radius)); y++) {
+      for (let x = Math.max(0, Math.floor(cx - radius)); x <= Math.min(w - 1, Math.ceil(cx + radius)); x++) {
+        const i = y * w + x;
+        if (core[i] === 0 && (x + 0.5 - cx) ** 2 + (y + 0.5 - cy) ** 2 <= radius * radius && include(i)) core[i] = 1;
+      }
+    }
+  }
+  return core;
 }
 
 /**

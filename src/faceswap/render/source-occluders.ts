@@ -1,6 +1,6 @@
 import { EYE_OPENINGS } from "./eyes.js";
 import { BROWS, facingSign, OUTER_LIPS, OVAL, rasterise, signedArea } from "./mesh.js";
-import { keepClusteredOccluders, medianModel, regions } from "./occlusion.js";
+import { coreSkin, keepClusteredOccluders, medianModel, regions } from "./occlusion.js";
 import { boxBlur, fillPolygon, pointBounds, sampleCubic, toYCbCr, ycbcr } from "./pixels.js";
 import { pushPull } from "./push-pull.js";
 import type { SourceFace } from "./swap.js";
@@ -17,35 +17,15 @@ const RIM = 0.03;
 // Width of the fade from the cleared pixels to the photo's own, as a share of the face.
 const CLEAR_FEATHER = 0.03;
 
-// Skin the hair over a face seldom covers: discs about the cheeks (50, 280, 101, 330, 205, 425) and
-// down the nose (197, 5), CORE_RADIUS of the face wide. The source's skin colour is measured there: over
-// the whole face, as for a target, the hair over it and a coloured light widened the colour's spread
-// until dark hair passed for skin.
-const CORE_POINTS = [50, 280, 101, 330, 205, 425, 197, 5];
-const CORE_RADIUS = 0.07;
-// Spreads of that colour (chroma; luma, darker only) past which a pixel is not skin. Skin lit brighter
-// than the cheeks (a forehead in the light) is still skin; hair is darker, or of another colour.
+// The source's skin colour is measured on its cheeks and nose (see coreSkin): over the whole face, as for
+// a target, the hair over it and a coloured light widened the colour's spread until dark hair passed
+// for skin. Spreads of that colour (chroma; luma, darker only) past which a pixel is not skin. Skin lit
+// brighter than the cheeks (a forehead in the light) is still skin; hair is darker, or of another colour.
 const OFF_CHROMA = 4, OFF_LUMA = 3;
 // The cheeks and nose of one photo can be so even in colour that the side of the face in shade, warmer
 // than they are, fell outside their spread and was cleared with the hair beside it: the spread of
 // their chroma is taken as this much at least (YCbCr units).
 const MIN_CHROMA_SPREAD = 4;
-
-/** 1 on the pixels of `covered` less `features` within CORE_RADIUS of a CORE_POINTS point of `mesh`. */
-function coreSkin(mesh: Float32Array, covered: Float32Array, features: Float32Array, w: number, h: number, faceSize: number): Uint8Array {
-  const core = new Uint8Array(w * h);
-  const radius = CORE_RADIUS * faceSize;
-  for (const p of CORE_POINTS) {
-    const cx = mesh[2 * p]!, cy = mesh[2 * p + 1]!;
-    for (let y = Math.max(0, Math.floor(cy - radius)); y <= Math.min(h - 1, Math.ceil(cy + radius)); y++) {
-      for (let x = Math.max(0, Math.floor(cx - radius)); x <= Math.min(w - 1, Math.ceil(cx + radius)); x++) {
-        const i = y * w + x;
-        if ((x + 0.5 - cx) ** 2 + (y + 0.5 - cy) ** 2 <= radius * radius && covered[i] === 1 && features[i] === 0) core[i] = 1;
-      }
-    }
-  }
-  return core;
-}
 
 /**
  * Per pixel of the w x h photo (x, y pairs), where its mirror image on the face of `mesh` lies (see
@@ -92,7 +72,7 @@ export function withoutOccluders(source: SourceFace, triangles: ArrayLike<number
   const features = new Float32Array(n), brows = new Float32Array(n);
   for (const polygon of [OUTER_LIPS, ...EYE_OPENINGS]) fillPolygon(features, w, h, mesh, polygon, 0, 0, 1);
   for (const polygon of BROWS) fillPolygon(brows, w, h, mesh, polygon, 0, 0, 1);
-  const core = coreSkin(mesh, covered, features, w, h, faceSize);
+  const core = coreSkin(mesh, (i) => covered[i] === 1 && features[i] === 0, { x0: 0, y0: 0, w, h, faceSize });
   const skin = medianModel(rgb, n, (i) => core[i] === 1);
   if (!skin) return pixels;
   const off = new Float32Array(n), notSkin = new Float32Array(n);

@@ -292,7 +292,7 @@ export function swapFace(
   const keep = scratch("keep", n).fill(0);
   const open = mouthOpen(target);
   if (open > 0) for (const mesh of [target, drawnMesh]) fillPolygon(keep, w, h, mesh, INNER_LIPS, x0, y0, open);
-  const notSkin = occlusion(targetPatch, covered, keep, targetFeatures, place, hand);
+  const notSkin = occlusion(targetPatch, target, covered, keep, targetFeatures, place, hand);
   const inside = scratch("inside", n), drawn = scratch("drawn", n);
   for (let i = 0; i < n; i++) {
     inside[i] = covered[i]! * (1 - keep[i]!);
