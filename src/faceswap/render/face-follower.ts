@@ -52,12 +52,24 @@ export class FaceFollower {
     this.skipFrames = human.config.face.detector?.skipFrames ?? 0;
   }
 
-  /** The faces of the next frame of this share. */
-  async faces(frame: MeshFrame): Promise<FollowedFace[]> {
+  /**
+   * The faces of the next frame of this share; without `mesh`, nothing (null) unless the frame begins
+   * a new scene: its faces are then drawn from the meshed frames around it (see facesBetween), and a
+   * new scene's cannot be.
+   */
+  async faces(frame: MeshFrame): Promise<FollowedFace[]>;
+  async faces(frame: MeshFrame, mesh: boolean): Promise<FollowedFace[] | null>;
+  async faces(frame: MeshFrame, mesh = true): Promise<FollowedFace[] | null> {
     const newScene = this.changed(frame.pixels);
+    if (!mesh && !newScene) return null;
     if (this.followed.length === 0 || newScene || this.sinceDetection >= this.skipFrames) return this.detect(frame);
     this.sinceDetection++;
     return this.follow(frame);
+  }
+
+  /** The boxes of the faces as this share's last meshed frame had them. */
+  get boxes(): Array<[number, number, number, number]> {
+    return this.followed.map((face) => face.box);
   }
 
   private async detect(frame: MeshFrame): Promise<FollowedFace[]> {

@@ -24,8 +24,11 @@ export interface SwapTarget {
 
 /** Requests to a render worker; each is answered once with the same `id`. */
 export type WorkerRequest =
-  /** Detects faces in a frame and keeps the frame until `finish`. */
-  | { type: "detect"; id: number; job: number; frame: number; pixels: ArrayBuffer; width: number; height: number }
+  /**
+   * Keeps a frame until `finish`, finds the hands in it and, with `mesh` or on a new scene, its faces
+   * (answered with FaceData[]; without, with null: see SwapStage).
+   */
+  | { type: "detect"; id: number; job: number; frame: number; pixels: ArrayBuffer; width: number; height: number; mesh: boolean }
   /** Embeddings of the faces in a frame held since `detect`. */
   | { type: "describe"; id: number; job: number; frame: number }
   /** Draws the targets onto a held frame and hands it back. */

@@ -1,5 +1,6 @@
 import type { FaceSwapMode } from "../../platform/db/schema.js";
 import type { FrameStage } from "./pipeline.js";
+import { facesBetween } from "./faces-between.js";
 import type { FaceData, SwapTarget } from "./protocol.js";
 import type { StyleParams } from "./swap.js";
 import { FaceTracker, iou, type Track } from "./tracker.js";
@@ -31,34 +32,80 @@ export async function matchPerson(pool: WorkerPool, worker: number, embedding: n
 }
 
 /**
- * Frame i goes to worker i mod N, which detects faces in it and keeps it. Tracking runs here, one
- * frame after another in order (it needs the previous frame's tracks); then the same worker draws the
- * frame's targets and hands it back. Detection of later frames overlaps with all of this.
+ * Frame i goes to worker i mod N, which finds the faces in it and keeps it. The mesh model, the
+ * largest cost of a frame after the drawing, runs on every other run of N frames only (see meshed),
+ * so each worker meshes every other frame of its share; the faces of a frame in between are drawn
+ * from the meshed frames on either side of it (see facesBetween), unless it begins a new scene.
+ * Tracking runs here, one frame after another in order (it needs the previous frame's tracks); then
+ * the same worker draws the frame's targets and hands it back. Detection of later frames overlaps
+ * with all of this.
  */
 export class SwapStage implements FrameStage {
   readonly window: number;
   private readonly tracker: FaceTracker;
   private previous: Promise<unknown> = Promise.resolve();
+  /** Each meshed frame's faces, or null once the stage has ended without that frame. */
+  private readonly found = new Map<number, Deferred<FaceData[] | null>>();
+  /** The number of frames, once the last has been submitted. */
+  private frames = Infinity;
 
   constructor(
     private readonly pool: WorkerPool,
     private readonly plan: SwapPlan,
   ) {
+    // A frame between meshed ones waits for the next meshed frame, at most N + 1 frames later.
     this.window = pool.size * 3;
     this.tracker = new FaceTracker(plan.fps);
+  }
+
+  /** Whether frame `index` is meshed: the first N frames, then every other run of N. */
+  private meshed(index: number): boolean {
+    return Math.floor(index / this.pool.size) % 2 === 0;
   }
 
   process(frame: Buffer, index: number): Promise<Buffer> {
     const { job, width, height } = this.plan;
     const worker = index % this.pool.size;
     const pixels = ownArrayBuffer(frame);
-    const detected = this.pool.call<FaceData[]>(worker, { type: "detect", job, frame: index, pixels, width, height }, [pixels]);
-    const targets = Promise.all([detected, this.previous]).then(([faces]) => this.targets(worker, index, faces));
+    const mesh = this.meshed(index);
+    const detected = this.pool.call<FaceData[] | null>(worker, { type: "detect", job, frame: index, pixels, width, height, mesh }, [pixels]);
+    if (mesh) detected.then(this.meshFound(index).resolve, this.meshFound(index).reject);
+    const faces = detected.then((own) => own ?? this.between(index));
+    const targets = Promise.all([faces, this.previous]).then(([list]) => {
+      // Frames after this one draw from meshed frames no earlier than N before the next.
+      for (const done of this.found.keys()) if (done < index - this.pool.size) this.found.delete(done);
+      return this.targets(worker, index, list);
+    });
     this.previous = targets;
     targets.catch(() => {});
     return targets
       .then((list) => this.pool.call<ArrayBuffer>(worker, { type: "finish", job, frame: index, targets: list, style: this.plan.style }))
       .then((buffer) => Buffer.from(buffer));
+  }
+
+  ended(frames: number): void {
+    this.frames = frames;
+    for (const [index, found] of this.found) if (index >= frames) found.resolve(null);
+  }
+
+  /** The faces of frame `index`, which was not meshed, from the meshed frames before and after it. */
+  private async between(index: number): Promise<FaceData[]> {
+    let before = index - 1, after = index + 1;
+    while (!this.meshed(before)) before--;
+    while (!this.meshed(after)) after++;
+    const [a, b] = await Promise.all([this.meshFound(before).promise, this.meshFound(after).promise]);
+    // Past the last frame there is nothing to draw towards.
+    if (!b) return a ?? [];
+    return facesBetween(a ?? [], b, (index - before) / (after - before));
+  }
+
+  private meshFound(index: number): Deferred<FaceData[] | null> {
+    let found = this.found.get(index);
+    if (!found) {
+      this.found.set(index, (found = deferred()));
+      if (index >= this.frames) found.resolve(null);
+    }
+    return found;
   }
 
   /** Drops whatever the workers still hold for this render. */
@@ -91,6 +138,19 @@ export class SwapStage implements FrameStage {
       if (match >= 0) track.source = match;
     }
   }
+}
+
+interface Deferred<T> {
+  promise: Promise<T>;
+  resolve: (value: T) => void;
+  reject: (reason: unknown) => void;
+}
+
+function deferred<T>(): Deferred<T> {
+  let resolve!: (value: T) => void, reject!: (reason: unknown) => void;
+  const promise = new Promise<T>((yes, no) => ((resolve = yes), (reject = no)));
+  promise.catch(() => {});
+  return { promise, resolve, reject };
 }
 
 function ownArrayBuffer(frame: Buffer): ArrayBuffer {

@@ -81,9 +81,9 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
       let follower = followers.get(request.job);
       if (!follower) followers.set(request.job, (follower = new FaceFollower(human, mirror, VIDEO_MIN_CONFIDENCE)));
       const found = await withFrame(pixels, request.width, request.height, async (meshFrame) => {
-        const faces = (await follower.faces(meshFrame)).map((face) => toFaceData(face));
-        frame.hands = await finder.find(meshFrame, faces.map((face) => face.box));
-        return faces;
+        const faces = (await follower.faces(meshFrame, request.mesh))?.map((face) => toFaceData(face));
+        frame.hands = await finder.find(meshFrame, faces?.map((face) => face.box) ?? follower.boxes);
+        return faces ?? null;
       });
       return { value: found };
     }
