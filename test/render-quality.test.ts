@@ -11,7 +11,7 @@ import { createLogger } from "../src/platform/logger.js";
 import { runFfmpeg } from "../src/platform/media/ffmpeg.js";
 import { addHand, makeClip, occluderBox, samplePhoto, type ClipOptions, type OccluderMask } from "./support/footage.js";
 import {
-  clipFailures, failures, formatSummary, IDENTITY_LIMITS, identityFailures, MARKS_LIMIT, occluderPaintedOver, QualityJudge, summarise, type FaceScore,
+  clipFailures, failures, formatSummary, IDENTITY_LIMITS, identityFailures, LIMITS, MARKS_LIMIT, occluderPaintedOver, QualityJudge, summarise, type FaceScore, type Measure,
 } from "./support/quality.js";
 
 const artifacts = path.join(import.meta.dirname, "..", "test-artifacts", "render-quality");
@@ -43,7 +43,36 @@ const CLIPS: Array<[string, ClipOptions]> = [
   ["occluded", { seconds: SECONDS, fps: FPS, width: WIDTH, occluder: true }],
   // The pan with a real hand, skin-coloured, crossing the middle face (see addHand).
   ["hand", { seconds: SECONDS, fps: FPS, width: WIDTH }],
+  // The pan at 25 frames a second. At 10, each frame of a worker's share differs from its last as a new
+  // scene does and is meshed; at 25, the judged frames 2, 3, 6, 7 and 10 lie between meshed ones and
+  // are drawn from the meshes on either side (see SwapStage).
+  ["pan-25fps", { seconds: SECONDS, fps: 25, width: WIDTH }],
 ];
+
+/**
+ * Clips whose faces are not each judged on sharpness as their own re-encoded output: x264 softens the
+ * pan at 25 frames a second more than at 10, and the footage re-encoded as its own output kept
+ * 0.51-0.59 of its Laplacian variance on frame 9, below the judge's bound for a face. Rendered, their
+ * median sharpness answers to what re-encoding alone keeps (see clipFailures), as every clip's does.
+ */
+const SOFT_FOOTAGE = new Set(["pan-25fps"]);
+
+const reencodes = new Map<string, Promise<{ output: RgbImage[]; scores: FaceScore[] }>>();
+
+/** The clip re-encoded as its own output, and its scores (with a contact sheet); made once per clip. */
+function reencoded(clip: Clip): Promise<{ output: RgbImage[]; scores: FaceScore[] }> {
+  let made = reencodes.get(clip.name);
+  if (!made) {
+    made = (async () => {
+      const file = path.join(dir, `${clip.name}-same.mp4`);
+      await runFfmpeg(["-y", "-loglevel", "error", "-i", clip.file, "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p", file]);
+      const output = await frames(file);
+      return { output, scores: await judge.judge(clip.frames, output, FRAMES, path.join(artifacts, `${clip.name}-same.png`), clip.hand) };
+    })();
+    reencodes.set(clip.name, made);
+  }
+  return made;
+}
 
 /**
  * Bound on the share of a hand in front of a face that a render paints over (occluderPaintedOver).
@@ -64,7 +93,7 @@ async function frames(video: string): Promise<RgbImage[]> {
 async function render(clip: Clip, style: StyleVersion): Promise<RgbImage[]> {
   const output = path.join(dir, `${clip.name}-${style}.mp4`);
   await renderer.render({
-    video: clip.file, startSeconds: 0, endSeconds: SECONDS, width: WIDTH, height: HEIGHT, fps: FPS, hasAudio: false,
+    video: clip.file, startSeconds: 0, endSeconds: SECONDS, width: WIDTH, height: HEIGHT, fps: clip.options.fps ?? FPS, hasAudio: false,
     mode: "all-faces", face: newFace, mappings: [], style, output, signal: new AbortController().signal,
   });
   return frames(output);
@@ -213,15 +242,14 @@ afterAll(async () => {
 describe("quality judge", () => {
   it("scores the input re-encoded as its own output inside every limit, and identity unmoved", async () => {
     for (const clip of clips) {
-      const reencoded = path.join(dir, `${clip.name}-same.mp4`);
-      await runFfmpeg(["-y", "-loglevel", "error", "-i", clip.file, "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p", reencoded]);
-      const scores = await judge.judge(clip.frames, await frames(reencoded), FRAMES, path.join(artifacts, `${clip.name}-same.png`), clip.hand);
+      const { output, scores } = await reencoded(clip);
       console.log(report(`${clip.name} re-encoded`, scores));
       expect(scores.length).toBeGreaterThan(0);
-      for (const score of scores) expect(failures(score), report(clip.name, [score])).toEqual([]);
+      const judged = SOFT_FOOTAGE.has(clip.name) ? (Object.keys(LIMITS) as Measure[]).filter((name) => name !== "sharpness") : undefined;
+      for (const score of scores) expect(failures(score, judged), report(clip.name, [score])).toEqual([]);
       const { faceres, faceApi } = summarise(scores);
       if (clip.hand) {
-        const hand = await occluderPaintedOver(judge, clip.frames, await frames(reencoded), clip.hand);
+        const hand = await occluderPaintedOver(judge, clip.frames, output, clip.hand);
         console.log(`${clip.name} re-encoded: ${(hand.share * 100).toFixed(1)}% of the hand in front of a face changed (${hand.pixels} pixels)`);
         expect(hand.pixels, "hand pixels in front of a face").toBeGreaterThan(500);
         expect(hand.share, "share of the hand changed by re-encoding alone").toBeLessThan(HAND_PAINTED);
@@ -269,7 +297,7 @@ describe("rendered faces", () => {
       // Every face, for the measures that are steady on one face; medians over the clip's faces, and
       // the share of its faces failing, for the rest.
       const summary = summarise(scores);
-      expect(clipFailures(summary), text).toEqual([]);
+      expect(clipFailures(summary, summarise((await reencoded(clip)).scores)), text).toEqual([]);
       // The pan's left face wears clown make-up (dark marks around the eyes and on the cheeks): its marks
       // must be found there, or the check below would quietly stop running.
       if (clip.name === "pan") expect(summary.marks, `the pan's make-up found as marks\n${text}`).not.toBeNaN();

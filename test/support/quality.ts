@@ -114,7 +114,7 @@ export const ENCODED_SHARE = 0.9;
  */
 export const IDENTITY_LIMITS = { faceres: { min: 0.05 }, faceApi: { min: 0.02 } } as const;
 
-type Measure = keyof typeof LIMITS;
+export type Measure = keyof typeof LIMITS;
 
 /**
  * The measures every face of a clip must keep inside LIMITS; the rest answer by the clip's median and
