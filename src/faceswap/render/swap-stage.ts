@@ -36,15 +36,16 @@ export async function matchPerson(pool: WorkerPool, worker: number, embedding: n
  * largest cost of a frame after the drawing, runs on every other run of N frames only (see meshed),
  * so each worker meshes every other frame of its share; the faces of a frame in between are drawn
  * from the meshed frames on either side of it (see facesBetween), unless it begins a new scene.
- * Tracking runs here, one frame after another in order (it needs the previous frame's tracks); then
- * the same worker draws the frame's targets and hands it back. Detection of later frames overlaps
+ * Tracking runs here, one frame after another in order (it needs the previous frame's tracks), with
+ * the next frame's faces at hand (see lasting); then the same worker draws the frame's targets and
+ * hands it back. Detection of later frames overlaps
  * with all of this.
  */
 export class SwapStage implements FrameStage {
   readonly window: number;
   private readonly tracker: FaceTracker;
   private previous: Promise<unknown> = Promise.resolve();
-  /** Each meshed frame's faces, or null once the stage has ended without that frame. */
+  /** Each frame's faces (see process), or null once the stage has ended without that frame. */
   private readonly found = new Map<number, Deferred<FaceData[] | null>>();
   /** The number of frames, once the last has been submitted. */
   private frames = Infinity;
@@ -69,12 +70,12 @@ export class SwapStage implements FrameStage {
     const pixels = ownArrayBuffer(frame);
     const mesh = this.meshed(index);
     const detected = this.pool.call<FaceData[] | null>(worker, { type: "detect", job, frame: index, pixels, width, height, mesh }, [pixels]);
-    if (mesh) detected.then(this.meshFound(index).resolve, this.meshFound(index).reject);
     const faces = detected.then((own) => own ?? this.between(index));
-    const targets = Promise.all([faces, this.previous]).then(([list]) => {
+    faces.then(this.facesOf(index).resolve, this.facesOf(index).reject);
+    const targets = Promise.all([faces, this.facesOf(index + 1).promise, this.previous]).then(([list, next]) => {
       // Frames after this one draw from meshed frames no earlier than N before the next.
       for (const done of this.found.keys()) if (done < index - this.pool.size) this.found.delete(done);
-      return this.targets(worker, index, list);
+      return this.targets(worker, index, list, next);
     });
     this.previous = targets;
     targets.catch(() => {});
@@ -93,13 +94,13 @@ export class SwapStage implements FrameStage {
     let before = index - 1, after = index + 1;
     while (!this.meshed(before)) before--;
     while (!this.meshed(after)) after++;
-    const [a, b] = await Promise.all([this.meshFound(before).promise, this.meshFound(after).promise]);
+    const [a, b] = await Promise.all([this.facesOf(before).promise, this.facesOf(after).promise]);
     // Past the last frame there is nothing to draw towards.
     if (!b) return a ?? [];
     return facesBetween(a ?? [], b, (index - before) / (after - before));
   }
 
-  private meshFound(index: number): Deferred<FaceData[] | null> {
+  private facesOf(index: number): Deferred<FaceData[] | null> {
     let found = this.found.get(index);
     if (!found) {
       this.found.set(index, (found = deferred()));
@@ -113,8 +114,8 @@ export class SwapStage implements FrameStage {
     await this.pool.broadcast({ type: "end", job: this.plan.job }).catch(() => {});
   }
 
-  private async targets(worker: number, index: number, faces: FaceData[]): Promise<SwapTarget[]> {
-    const tracks = this.tracker.update(index, faces);
+  private async targets(worker: number, index: number, faces: FaceData[], next: FaceData[] | null): Promise<SwapTarget[]> {
+    const tracks = this.tracker.update(index, faces).filter((track) => lasting(track, index, next));
     if (this.plan.mode === "all-faces") return tracks.map((track) => ({ source: 0, mesh: track.mesh, depth: track.depth, neutral: track.shape.neutral }));
     const unknown = tracks.filter((track) => track.source === undefined && track.describeAt <= index);
     if (unknown.length > 0) await this.identify(worker, index, unknown);
@@ -138,6 +139,19 @@ export class SwapStage implements FrameStage {
       if (match >= 0) track.source = match;
     }
   }
+}
+
+/** Box overlap from which a face of the next frame is the same as a track's. */
+const SAME_FACE = 0.3;
+
+/**
+ * Whether the face of `track` at frame `index` is drawn: once it has been seen on the frame before
+ * too, or is seen on the next (`next`; null past the last frame). A face the detector finds on one
+ * frame alone (a pattern in the background, a head in profile it only now and then reads as a face)
+ * would show as a different face for one frame, a flash; one that stays is drawn from its first frame.
+ */
+export function lasting(track: Track, index: number, next: readonly FaceData[] | null): boolean {
+  return track.runFrom < index || next === null || next.some((face) => iou(face.box, track.box) >= SAME_FACE);
 }
 
 interface Deferred<T> {

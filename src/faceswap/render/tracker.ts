@@ -16,6 +16,8 @@ export interface Track {
   /** The person's shape without passing expressions; its `neutral` lies over `mesh`. */
   shape: NeutralShape;
   lastFrame: number;
+  /** First frame of its current unbroken run of frames with a face (see SwapStage's `lasting`). */
+  runFrom: number;
   /** Index of the source face drawn on it; undefined while unknown, -1 for none. */
   source: number | undefined;
   /** Frame from which to try identifying it again while `source` is unknown. */
@@ -84,6 +86,7 @@ export class FaceTracker {
       poseVelocity: new Float64Array(4),
       shape: new NeutralShape(face.mesh),
       lastFrame: frame,
+      runFrom: frame,
       source: undefined,
       describeAt: frame,
     };
@@ -115,6 +118,7 @@ export class FaceTracker {
     }
     track.box = face.box;
     track.depth = face.depth;
+    if (frame - track.lastFrame > 1) track.runFrom = frame;
     track.lastFrame = frame;
     track.shape.update(track.mesh);
   }
