@@ -1,8 +1,5 @@
 import type { FaceData } from "./protocol.js";
-import { iou } from "./tracker.js";
-
-/** Box overlap from which a face of one meshed frame is the same as one of the next. */
-const SAME_FACE = 0.3;
+import { iou, SAME_FACE } from "./tracker.js";
 
 /**
  * The faces of a frame that was not meshed, `t` (0..1) of the way from the meshed frame before it

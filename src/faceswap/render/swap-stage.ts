@@ -3,7 +3,7 @@ import type { FrameStage } from "./pipeline.js";
 import { facesBetween } from "./faces-between.js";
 import type { FaceData, SwapTarget } from "./protocol.js";
 import type { StyleParams } from "./swap.js";
-import { FaceTracker, iou, type Track } from "./tracker.js";
+import { FaceTracker, iou, SAME_FACE, type Track } from "./tracker.js";
 import type { WorkerPool } from "./worker-pool.js";
 
 export interface SwapPlan {
@@ -38,8 +38,7 @@ export async function matchPerson(pool: WorkerPool, worker: number, embedding: n
  * from the meshed frames on either side of it (see facesBetween), unless it begins a new scene.
  * Tracking runs here, one frame after another in order (it needs the previous frame's tracks), with
  * the next frame's faces at hand (see lasting); then the same worker draws the frame's targets and
- * hands it back. Detection of later frames overlaps
- * with all of this.
+ * hands it back. Detection of later frames overlaps with all of this.
  */
 export class SwapStage implements FrameStage {
   readonly window: number;
@@ -54,7 +53,8 @@ export class SwapStage implements FrameStage {
     private readonly pool: WorkerPool,
     private readonly plan: SwapPlan,
   ) {
-    // A frame between meshed ones waits for the next meshed frame, at most N + 1 frames later.
+    // A frame waits for the next frame's faces, and one between meshed frames for the next meshed
+    // frame, at most N + 1 frames later: both are in flight with it.
     this.window = pool.size * 3;
     this.tracker = new FaceTracker(plan.fps);
   }
@@ -132,7 +132,7 @@ export class SwapStage implements FrameStage {
     for (const track of tracks) {
       track.describeAt = index + Math.max(1, Math.round(this.plan.fps));
       const face = described
-        .filter((candidate) => candidate.embedding && iou(candidate.box, track.box) >= 0.3)
+        .filter((candidate) => candidate.embedding && iou(candidate.box, track.box) >= SAME_FACE)
         .sort((a, b) => iou(b.box, track.box) - iou(a.box, track.box))[0];
       if (!face?.embedding) continue;
       const match = await matchPerson(this.pool, worker, face.embedding, this.plan.originals);
@@ -140,9 +140,6 @@ export class SwapStage implements FrameStage {
     }
   }
 }
-
-/** Box overlap from which a face of the next frame is the same as a track's. */
-const SAME_FACE = 0.3;
 
 /**
  * Whether the face of `track` at frame `index` is drawn: once it has been seen on the frame before

@@ -24,7 +24,8 @@ export interface Track {
   describeAt: number;
 }
 
-const MIN_IOU = 0.3;
+/** Box overlap from which two faces of nearby frames are the same face. */
+export const SAME_FACE = 0.3;
 // One-euro filter (Casiez et al.): heavy smoothing while a face is still, little when it moves fast,
 // so landmarks do not jitter and yet do not lag. Speeds are in face sizes per second. It filters each
 // point's motion relative to the face as a whole (see smooth), which has its own filter below.
@@ -57,7 +58,7 @@ export class FaceTracker {
     faces.forEach((face, f) =>
       this.tracks.forEach((track, t) => {
         const overlap = iou(face.box, track.box);
-        if (overlap >= MIN_IOU) pairs.push([overlap, f, t]);
+        if (overlap >= SAME_FACE) pairs.push([overlap, f, t]);
       }),
     );
     pairs.sort((a, b) => b[0] - a[0]);
