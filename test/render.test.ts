@@ -15,7 +15,7 @@ import type { DetectedFace, FaceDetector, Renderer, RenderRequest } from "../src
 import { createLogger } from "../src/platform/logger.js";
 import { probeMedia, runFfmpeg } from "../src/platform/media/ffmpeg.js";
 import { makeClip, makePatternClip, samplePhoto } from "./support/footage.js";
-import { hairOverFace } from "./support/hair.js";
+import { cleanFace, hairOverFace } from "./support/hair.js";
 import { OVAL } from "../src/faceswap/render/mesh.js";
 import { fillPolygon } from "../src/faceswap/render/pixels.js";
 
@@ -144,7 +144,7 @@ describe("face swap", () => {
     // sample3's middle face with a lock of hair over its cheek that comes from beyond its outline,
     // in strands of the face's own colour at a quarter to a third of its luma: hair as warm as the skin
     // beside it, told from it by luma alone (as over the bowed head in the middle of sample2).
-    const { clean, faceSize } = await hairOverFace(judge, { discs: [], radius: 0 });
+    const { clean, faceSize } = await cleanFace(judge);
     const { width, height, mesh } = clean;
     const hair = new Uint8Array(width * height);
     const radius = 0.2 * faceSize;

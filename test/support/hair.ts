@@ -26,8 +26,12 @@ export interface HairOverFace {
  */
 export type HairRegion = { discs: readonly number[]; radius: number } | { polygon: readonly number[] };
 
-/** A source face with hair over it in `region`, the eyes and lips left open, and the same face without (see HairOverFace); meshes from `pool`. */
-export async function hairOverFace(pool: WorkerPool, region: HairRegion): Promise<HairOverFace> {
+/** sample3's middle face cropped as the renderer crops a source, with its size; meshes from `pool`. */
+export async function cleanFace(pool: WorkerPool): Promise<Pick<HairOverFace, "clean" | "faceSize">> {
+  return (await sample3(pool)).middle;
+}
+
+async function sample3(pool: WorkerPool) {
   const photo = (await decodeFrames(samplePhoto(3), { maxLongSide: 1024, maxFrames: 1 })).frames[0]!;
   const faces = (await analyseImage(pool, photo, { minConfidence: 0.3, worker: 0, retryWithBorder: false })).sort((a, b) => a.box[0] - b.box[0]);
   if (faces.length !== 3) throw new Error(`sample3 should show 3 faces, found ${faces.length}`);
@@ -36,7 +40,13 @@ export async function hairOverFace(pool: WorkerPool, region: HairRegion): Promis
   const mesh = middle.mesh.map((v, i) => v - (i % 2 === 0 ? cropped.x : cropped.y));
   const clean = { pixels: cropped.pixels, width: cropped.width, height: cropped.height, mesh };
   const { minX, minY, maxX, maxY } = pointBounds(mesh);
-  const faceSize = Math.sqrt((maxX - minX) * (maxY - minY));
+  return { photo, right, middle: { clean, faceSize: Math.sqrt((maxX - minX) * (maxY - minY)) } };
+}
+
+/** A source face with hair over it in `region`, the eyes and lips left open, and the same face without (see HairOverFace); meshes from `pool`. */
+export async function hairOverFace(pool: WorkerPool, region: HairRegion): Promise<HairOverFace> {
+  const { photo, right, middle: { clean, faceSize } } = await sample3(pool);
+  const { mesh } = clean;
   // The hair beside the right-hand face's cheek (left of its outline point 234).
   const fromX = right.mesh[2 * 234]! - 0.17 * faceSize, fromY = right.mesh[2 * 234 + 1]! - 0.1 * faceSize;
   const inside = new Float32Array(clean.width * clean.height);

@@ -1,5 +1,5 @@
 import type { FaceData } from "./protocol.js";
-import { iou, SAME_FACE } from "./tracker.js";
+import { pairByOverlap } from "./tracker.js";
 
 /**
  * The faces of a frame that was not meshed, `t` (0..1) of the way from the meshed frame before it
@@ -11,23 +11,11 @@ import { iou, SAME_FACE } from "./tracker.js";
  * the frames nearer that one.
  */
 export function facesBetween(before: readonly FaceData[], after: readonly FaceData[], t: number): FaceData[] {
-  const pairs: Array<[number, number, number]> = [];
-  before.forEach((a, i) =>
-    after.forEach((b, j) => {
-      const overlap = iou(a.box, b.box);
-      if (overlap >= SAME_FACE) pairs.push([overlap, i, j]);
-    }),
-  );
-  pairs.sort((x, y) => y[0] - x[0]);
-  const pairedBefore = new Map<number, number>(), pairedAfter = new Set<number>();
-  for (const [, i, j] of pairs) {
-    if (pairedBefore.has(i) || pairedAfter.has(j)) continue;
-    pairedBefore.set(i, j);
-    pairedAfter.add(j);
-  }
+  const paired = pairByOverlap(before.map((face) => face.box), after.map((face) => face.box));
+  const pairedAfter = new Set(paired);
   const faces: FaceData[] = [];
   before.forEach((a, i) => {
-    const j = pairedBefore.get(i);
+    const j = paired[i];
     if (j !== undefined) faces.push(mix(a, after[j]!, t));
     else if (t < 0.5) faces.push(a);
   });

@@ -16,7 +16,7 @@ export interface FrameStage {
   /** Frames in flight at once: enough to keep every worker busy, few enough to bound memory. */
   readonly window: number;
   /** Told once the last frame has been submitted, with the number of frames: none follow. */
-  ended?(frames: number): void;
+  ended(frames: number): void;
 }
 
 const PROGRESS_INTERVAL_MS = 250;
@@ -104,7 +104,7 @@ async function pump(
     pending.push(result);
     if (pending.length >= stage.window) await writeNext();
   }
-  stage.ended?.(index);
+  stage.ended(index);
   while (pending.length > 0) await writeNext();
   const decoderCode = await Promise.race([decoder.exited, aborted]);
   if (decoderCode !== 0) throw new RenderError("decode_failed", `decoder exited with ${decoderCode}: ${decoder.tail()}`);

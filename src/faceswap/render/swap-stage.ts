@@ -45,7 +45,7 @@ export class SwapStage implements FrameStage {
   private readonly tracker: FaceTracker;
   private previous: Promise<unknown> = Promise.resolve();
   /** Each frame's faces (see process), or null once the stage has ended without that frame. */
-  private readonly found = new Map<number, Deferred<FaceData[] | null>>();
+  private readonly found = new Map<number, PromiseWithResolvers<FaceData[] | null>>();
   /** The number of frames, once the last has been submitted. */
   private frames = Infinity;
 
@@ -100,10 +100,12 @@ export class SwapStage implements FrameStage {
     return facesBetween(a ?? [], b, (index - before) / (after - before));
   }
 
-  private facesOf(index: number): Deferred<FaceData[] | null> {
+  private facesOf(index: number): PromiseWithResolvers<FaceData[] | null> {
     let found = this.found.get(index);
     if (!found) {
-      this.found.set(index, (found = deferred()));
+      this.found.set(index, (found = Promise.withResolvers()));
+      // A render that fails leaves the frames after it waiting; their rejections are handled there.
+      found.promise.catch(() => {});
       if (index >= this.frames) found.resolve(null);
     }
     return found;
@@ -149,19 +151,6 @@ export class SwapStage implements FrameStage {
  */
 export function lasting(track: Track, index: number, next: readonly FaceData[] | null): boolean {
   return track.runFrom < index || next === null || next.some((face) => iou(face.box, track.box) >= SAME_FACE);
-}
-
-interface Deferred<T> {
-  promise: Promise<T>;
-  resolve: (value: T) => void;
-  reject: (reason: unknown) => void;
-}
-
-function deferred<T>(): Deferred<T> {
-  let resolve!: (value: T) => void, reject!: (reason: unknown) => void;
-  const promise = new Promise<T>((yes, no) => ((resolve = yes), (reject = no)));
-  promise.catch(() => {});
-  return { promise, resolve, reject };
 }
 
 function ownArrayBuffer(frame: Buffer): ArrayBuffer {

@@ -54,21 +54,8 @@ export class FaceTracker {
   /** The tracks of the faces in `frame`, in the order of `faces`; new faces start new tracks. */
   update(frame: number, faces: FaceData[]): Track[] {
     this.tracks = this.tracks.filter((track) => frame - track.lastFrame <= this.maxGap);
-    const pairs: Array<[number, number, number]> = [];
-    faces.forEach((face, f) =>
-      this.tracks.forEach((track, t) => {
-        const overlap = iou(face.box, track.box);
-        if (overlap >= SAME_FACE) pairs.push([overlap, f, t]);
-      }),
-    );
-    pairs.sort((a, b) => b[0] - a[0]);
-    const matched = new Array<Track | undefined>(faces.length);
-    const taken = new Set<number>();
-    for (const [, f, t] of pairs) {
-      if (matched[f] || taken.has(t)) continue;
-      matched[f] = this.tracks[t];
-      taken.add(t);
-    }
+    const paired = pairByOverlap(faces.map((face) => face.box), this.tracks.map((track) => track.box));
+    const matched = paired.map((t) => (t === undefined ? undefined : this.tracks[t]));
     return faces.map((face, f) => {
       const track = matched[f];
       if (!track) return this.start(frame, face);
@@ -174,6 +161,29 @@ export class NeutralShape {
 function alpha(cutoffHz: number, dt: number): number {
   const tau = 1 / (2 * Math.PI * cutoffHz);
   return 1 / (1 + tau / dt);
+}
+
+/**
+ * For each box of `a`, the index of the box of `b` it is paired with, or undefined: pairs overlap by
+ * SAME_FACE at least, the largest overlaps are paired first, and each box is paired once.
+ */
+export function pairByOverlap(a: readonly (readonly number[])[], b: readonly (readonly number[])[]): (number | undefined)[] {
+  const pairs: Array<[number, number, number]> = [];
+  a.forEach((boxA, i) =>
+    b.forEach((boxB, j) => {
+      const overlap = iou(boxA, boxB);
+      if (overlap >= SAME_FACE) pairs.push([overlap, i, j]);
+    }),
+  );
+  pairs.sort((x, y) => y[0] - x[0]);
+  const paired = new Array<number | undefined>(a.length);
+  const taken = new Set<number>();
+  for (const [, i, j] of pairs) {
+    if (paired[i] !== undefined || taken.has(j)) continue;
+    paired[i] = j;
+    taken.add(j);
+  }
+  return paired;
 }
 
 export function iou(a: readonly number[], b: readonly number[]): number {
