@@ -45,12 +45,18 @@ export function occlusion(
     return skinLike(mean, spread, 5);
   }, place);
   const dark = DARK_SHARE * (medianModel(target, n, (i) => core[i] === 1)?.mean[0] ?? 0);
-  const off = scratch("off", n).fill(0);
+  const off = scratch("off", n).fill(0), darker = scratch("darker", n).fill(0);
   for (let i = 0; i < n; i++) {
     if (covered[i] === 0 || features[i] === 1 || hand[i] === 1) continue;
     toYCbCr(target, i * 3);
-    if (!skinLike(mean, spread, 5) || (eyes[i] === 0 && ycbcr[0] < dark)) off[i] = 1;
+    if (!skinLike(mean, spread, 5)) off[i] = 1;
+    else if (eyes[i] === 0 && ycbcr[0] < dark) darker[i] = 1;
   }
+  // Dark alone is hair only where most of the pixels around are dark too: the shadow under a lower
+  // lip or along a jaw is a line a few pixels wide, and reaching the face's edge it kept the target's
+  // lip corner as a purple blotch on the new face.
+  const mass = boxBlur(darker, scratch("darkMass", n), w, h, 1, Math.max(1, DARK_MASS * place.faceSize));
+  for (let i = 0; i < n; i++) if (darker[i] === 1 && mass[i]! > 0.5) off[i] = 1;
   keepClusteredOccluders(off, covered, keep, place);
   return off;
 }
@@ -65,6 +71,8 @@ const DARK_SHARE = 0.45;
 // liner, its wing reaching the hair at the temple), which the new face replaces, unless its colour
 // is far from the skin's.
 const EYE_MAKE_UP = 0.8;
+// Radius, as a share of the face, over which most pixels must be dark for a dark one to count.
+const DARK_MASS = 0.04;
 
 // Skin the hair over a face seldom covers: discs about the cheeks (50, 280, 101, 330, 205, 425) and
 // down the nose (197, 5), SKIN_CORE_RADIUS of the face wide.
