@@ -1,6 +1,5 @@
-import { EYE_OPENINGS } from "../../src/faceswap/render/eyes.js";
 import { crop, decodeFrames, grow } from "../../src/faceswap/render/images.js";
-import { OUTER_LIPS, OVAL } from "../../src/faceswap/render/mesh.js";
+import { EYE_OPENINGS, OUTER_LIPS, OVAL } from "../../src/faceswap/render/mesh.js";
 import { fillPolygon, pointBounds } from "../../src/faceswap/render/pixels.js";
 import { analyseImage } from "../../src/faceswap/render/sources.js";
 import type { SourceFace } from "../../src/faceswap/render/swap.js";

@@ -1,4 +1,4 @@
-import { EYE_OPENINGS } from "./eyes.js";
+import { EYE_OPENINGS } from "./mesh.js";
 import { boxBlur, fillPolygon, grownPolygon, pointBounds, toYCbCr, ycbcr } from "./pixels.js";
 import { scratch } from "./scratch.js";
 

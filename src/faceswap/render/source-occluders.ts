@@ -1,5 +1,4 @@
-import { EYE_OPENINGS } from "./eyes.js";
-import { BROWS, facingSign, OUTER_LIPS, OVAL, rasterise, signedArea } from "./mesh.js";
+import { BROWS, EYE_OPENINGS, facingSign, OUTER_LIPS, OVAL, rasterise, signedArea } from "./mesh.js";
 import { coreSkin, keepClusteredOccluders, medianModel, regions } from "./occlusion.js";
 import { boxBlur, fillPolygon, pointBounds, sampleCubic, toYCbCr, ycbcr } from "./pixels.js";
 import { pushPull } from "./push-pull.js";

@@ -1,6 +1,6 @@
 import type { StyleVersion } from "../../platform/db/schema.js";
 import { pyramidBlend } from "./blend.js";
-import { targetEyes } from "./eyes.js";
+import { targetExpression } from "./expression.js";
 import { facingSign, featureMask, INNER_LIPS, OVAL, rasterise, signedArea } from "./mesh.js";
 import { handMask, occlusion } from "./occlusion.js";
 import { boxBlur, fillPolygon, fromYCbCr, grownPolygon, pointBounds, sampleTriangle, toYCbCr, ycbcr } from "./pixels.js";
@@ -47,11 +47,10 @@ export interface StyleParams {
 /**
  * Both styles draw the new face through the target's own mesh (front-facing triangles only, nearest
  * first, never past its visible outline, the source sampled bicubically), keep the target's open
- * mouth, the target's eye openings (see targetEyes) and whatever covers the face (pixels far from its
- * skin colour), relight the new face with the
- * target's low-frequency light and colour (the target's low band under the new face's high band; on
- * skin only a little of the source's finer chroma and none of its specular highlights stay, so a
- * coloured light on the source photo does not), and lay it on with a multi-band (Laplacian pyramid)
+ * mouth, its eye openings and lips (its expression, see targetExpression) and whatever covers the face
+ * (pixels far from its skin colour), relight the new face with the target's low-frequency light and
+ * colour (the target's low band under the new face's high band; on skin only a little of the source's
+ * finer chroma and none of its specular highlights stay, so a coloured light on the source photo does not), and lay it on with a multi-band (Laplacian pyramid)
  * blend whose support ends inside the target's visible face, so neither a seam nor a colour step
  * shows. (A Poisson-style blend from the outline's differences was tried and left out: hair and
  * background along the outline stained the face with bands.)
@@ -314,7 +313,7 @@ export function swapFace(
     sharpenLuma(warped, w, h, matchedSharpening(warped, targetPatch, drawn, drawnFeatures, w, h, most), drawnFeatures);
   }
   if (style.keepTexture > 0) addDetail(warped, targetPatch, w, h, style.keepTexture, Math.max(1, faceSize / 80));
-  targetEyes(warped, frame, width, height, target, drawnMesh, place);
+  targetExpression(warped, frame, width, height, target, drawnMesh, place);
   // The blend's support ends a pixel or two inside the visible face; its mask fades in over the
   // style's feather, each band of the pyramid over its own scale (see pyramidBlend).
   const support = featherMask(drawn, w, h, Math.max(1, SUPPORT_FEATHER * faceSize), "support");

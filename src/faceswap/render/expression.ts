@@ -1,0 +1,112 @@
+import { EYE_OPENINGS, INNER_LIPS, OUTER_LIPS } from "./mesh.js";
+import { boxBlur, fillPolygon, grownPolygon, sampleCubic } from "./pixels.js";
+import { scratch } from "./scratch.js";
+
+// Width of the fade across an eye opening's edge, as a share of the face (at least half a pixel).
+const EYE_EDGE = 0.012;
+// Share of the opening (scaled about its centre) that is the target's: at 0.8 the pan's middle face
+// (looking down, white eye make-up on its lids) kept a grey glow in its eyes.
+const EYE_CORE = 0.6;
+// How far past its outer lips the target's mouth is drawn (a share of the lips' size, about their
+// centre), and the width of the fade across that edge (a share of the face): the mesh's lip outline is
+// a pixel or two off the lips' edge as often as not, and the fade lies on skin, where the relit new
+// face and the target's match. At 0.25 the recognisers found less of the new face (the pan, v2:
+// face-api 0.096 against 0.109) and the mouth looked no different.
+const LIP_MARGIN = 0.1;
+const LIP_EDGE = 0.02;
+
+/** One region of the target drawn into the new face: `outline` grown by `grow`, faded over `edge`. */
+interface Part {
+  name: string;
+  outlines: readonly (readonly number[])[];
+  grow: number;
+  edge: number;
+  /** Per outline, the points the map from the drawn mesh back to the target's is fitted on. */
+  fitted: readonly (readonly number[])[];
+}
+
+const PARTS: readonly Part[] = [
+  { name: "eyes", outlines: EYE_OPENINGS, grow: EYE_CORE - 1, edge: EYE_EDGE, fitted: EYE_OPENINGS },
+  { name: "lips", outlines: [OUTER_LIPS], grow: LIP_MARGIN, edge: LIP_EDGE, fitted: [[...OUTER_LIPS, ...INNER_LIPS]] },
+];
+
+/**
+ * Lays the target's eye openings and lips (from the rgb24 `frame`, `width` wide) into the new face
+ * `face` (rgb floats over the patch at `x0, y0`, w x h) where `drawnMesh` puts them, softly: each is
+ * carried from where the target's mesh has it to where the drawn one does by the least-squares affine
+ * map between their points (the reshape moves and widens each eye and the mouth as one piece, which
+ * that map undoes exactly), sampled bicubically (bilinear, the eyes came out softer than the face
+ * around them). They are the target's expression: the new face's open eyes drawn into a smiling,
+ * squinting target's lids showed as pale rings and stared while the target blinked, and a smiling
+ * photo's lips, stretched over a closed mouth, drew a smirk with a dark line of filled teeth on a face
+ * that did not smile. Only the eye opening's middle (EYE_CORE) is the target's: on lids nearly closed
+ * (a face looking down) the mesh's opening takes in the lids' edges, and the target's eye make-up came
+ * with them as a pale glow.
+ */
+export function targetExpression(
+  face: Float32Array,
+  frame: Uint8Array,
+  width: number,
+  height: number,
+  targetMesh: Float32Array,
+  drawnMesh: Float32Array,
+  { x0, y0, w, h, faceSize }: { x0: number; y0: number; w: number; h: number; faceSize: number },
+): void {
+  const sample = scratch("expressionSample", 3);
+  for (const { name, outlines, grow, edge, fitted } of PARTS) {
+    const radius = Math.max(0.5, edge * faceSize);
+    const mask = scratch(name, w * h).fill(0);
+    for (const outline of outlines) fillPolygon(mask, w, h, grownPolygon(drawnMesh, outline, grow), outline, x0, y0, 1);
+    const soft = boxBlur(mask, scratch(`${name}Soft`, w * h), w, h, 1, radius);
+    outlines.forEach((outline, k) => {
+      const back = fitAffine(drawnMesh, targetMesh, fitted[k]!);
+      let minX = Infinity, minY = Infinity, maxX = -Infinity, maxY = -Infinity;
+      for (const i of outline) {
+        minX = Math.min(minX, drawnMesh[2 * i]!); maxX = Math.max(maxX, drawnMesh[2 * i]!);
+        minY = Math.min(minY, drawnMesh[2 * i + 1]!); maxY = Math.max(maxY, drawnMesh[2 * i + 1]!);
+      }
+      const pad = Math.ceil(radius + Math.max(0, grow) * Math.max(maxX - minX, maxY - minY)) + 2;
+      for (let y = Math.max(0, Math.floor(minY - y0) - pad); y <= Math.min(h - 1, Math.ceil(maxY - y0) + pad); y++) {
+        for (let x = Math.max(0, Math.floor(minX - x0) - pad); x <= Math.min(w - 1, Math.ceil(maxX - x0) + pad); x++) {
+          const i = y * w + x, a = soft[i]!;
+          if (a <= 0) continue;
+          const px = x0 + x + 0.5, py = y0 + y + 0.5;
+          const tx = back[0] * px + back[1] * py + back[2] - 0.5, ty = back[3] * px + back[4] * py + back[5] - 0.5;
+          sampleCubic(frame, width, height, tx, ty, sample, 0);
+          for (let c = 0; c < 3; c++) face[i * 3 + c] = face[i * 3 + c]! + a * (sample[c]! - face[i * 3 + c]!);
+        }
+      }
+    });
+  }
+}
+
+// Points whose scatter's determinant is below this share of its trace squared lie almost on a line
+// (an eye half a pixel open in a face 60 pixels wide).
+const THIN = 1e-3;
+
+/**
+ * The least-squares affine map [a b c; d e f] that lays the points `indices` of `from` over the same
+ * points of `to` (x, y pairs); only the shift between their centres where they lie almost on a line
+ * (see THIN).
+ */
+function fitAffine(from: Float32Array, to: Float32Array, indices: readonly number[]): [number, number, number, number, number, number] {
+  const n = indices.length;
+  let fx = 0, fy = 0, tx = 0, ty = 0;
+  for (const i of indices) {
+    fx += from[2 * i]! / n; fy += from[2 * i + 1]! / n;
+    tx += to[2 * i]! / n; ty += to[2 * i + 1]! / n;
+  }
+  let sxx = 0, sxy = 0, syy = 0, uxx = 0, uxy = 0, uyx = 0, uyy = 0;
+  for (const i of indices) {
+    const ax = from[2 * i]! - fx, ay = from[2 * i + 1]! - fy, bx = to[2 * i]! - tx, by = to[2 * i + 1]! - ty;
+    sxx += ax * ax; sxy += ax * ay; syy += ay * ay;
+    uxx += bx * ax; uxy += bx * ay; uyx += by * ax; uyy += by * ay;
+  }
+  const det = sxx * syy - sxy * sxy;
+  // A closed eye's lid points lie on a line: no map across it can be told from them.
+  if (det <= THIN * (sxx + syy) ** 2) return [1, 0, tx - fx, 0, 1, ty - fy];
+  // [a b; d e] = U S^-1, with S the points' scatter and U the cross-scatter.
+  const a = (uxx * syy - uxy * sxy) / det, b = (uxy * sxx - uxx * sxy) / det;
+  const d = (uyx * syy - uyy * sxy) / det, e = (uyy * sxx - uyx * sxy) / det;
+  return [a, b, tx - a * fx - b * fy, d, e, ty - d * fx - e * fy];
+}
