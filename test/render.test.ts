@@ -8,7 +8,7 @@ import { createFaceSwapEngine, type RendererOptions } from "../src/faceswap/rend
 import type { FaceData } from "../src/faceswap/render/protocol.js";
 import { analyseImage } from "../src/faceswap/render/sources.js";
 import { SwapStage } from "../src/faceswap/render/swap-stage.js";
-import { reshape, STYLES } from "../src/faceswap/render/swap.js";
+import { reshape, samePitch, STYLES } from "../src/faceswap/render/swap.js";
 import { FaceTracker } from "../src/faceswap/render/tracker.js";
 import { WorkerPool } from "../src/faceswap/render/worker-pool.js";
 import type { DetectedFace, FaceDetector, Renderer, RenderRequest } from "../src/faceswap/renderer.js";
@@ -372,6 +372,21 @@ describe("expression", () => {
     const cov = pairs.reduce((sum, [x, y]) => sum + (x - mx) * (y - my), 0);
     return cov / pairs.reduce((sum, [x]) => sum + (x - mx) ** 2, 0);
   }
+
+  it("keeps the footage's features in place on a head bowed against the new face's photo, and reshapes upright ones", async () => {
+    const [source] = await facesIn((await decodeFrames(newFace, { maxLongSide: 1024, maxFrames: 1 })).frames[0]!);
+    const photo = async (n: 1 | 2) => facesIn((await decodeFrames(samplePhoto(n), { maxLongSide: 1024, maxFrames: 1 })).frames[0]!);
+    const [sample1, sample2] = [await photo(1), await photo(2)];
+    expect(sample1).toHaveLength(3);
+    expect(sample2).toHaveLength(3);
+    // sample2's middle face is bowed so far that its nose tip nearly reaches its mouth; its right
+    // face looks down with its head nearly upright, as do sample1's faces (the right one laughing).
+    const pitch = (faces: FaceData[]) => faces.map((face) => samePitch(face.mesh, source!.mesh));
+    expect(pitch(sample2)[1], "sample2's bowed middle face").toBe(0);
+    for (const [name, share] of [...pitch(sample1).map((s, i) => [`sample1 face ${i}`, s] as const), ["sample2's right face", pitch(sample2)[2]!] as const]) {
+      expect(share, name).toBe(1);
+    }
+  });
 
   it("the mouth opens and closes as far on the new face as in the footage (v1, v2)", async () => {
     const [source] = await facesIn((await decodeFrames(newFace, { maxLongSide: 1024, maxFrames: 1 })).frames[0]!);

@@ -169,6 +169,29 @@ const RESHAPE_INSET = 0.97;
 // these ratios of the nose tip's distances to the two sides of the face.
 const FRONTAL = [0.55, 0.85] as const;
 
+// Nor is it right for a head bowed or raised against the source photo's: over the bowed, hair-covered
+// middle face of sample2 it drew the eyes above the target's and a nose tip pasted over its own. It
+// fades out as the nose tip's place between the eyes and the mouth (see noseDrop) differs from the
+// photo's by these amounts: that bowed head's lies 0.22-0.28 further down the way than sample3's photo's,
+// the upright faces of the test footage within 0.1 (a laugh, whose mouth corners rise, moves it up by 0.1).
+const SAME_PITCH = [0.13, 0.21] as const;
+
+/** 1 for a face whose mesh `target` is bowed or raised as far as the source's `source`, falling to 0 past SAME_PITCH. */
+export function samePitch(target: Float32Array, source: Float32Array): number {
+  const gap = Math.abs(noseDrop(target) - noseDrop(source));
+  return Math.min(1, Math.max(0, (SAME_PITCH[1] - gap) / (SAME_PITCH[1] - SAME_PITCH[0])));
+}
+
+/**
+ * Where the nose tip lies along the line from the eyes' middle to the mouth's, as a share of it: a head
+ * bowed forward foreshortens the face below the nose and its nose tip comes down toward the mouth.
+ */
+function noseDrop(mesh: Float32Array): number {
+  const ex = (mesh[2 * 33]! + mesh[2 * 263]!) / 2, ey = (mesh[2 * 33 + 1]! + mesh[2 * 263 + 1]!) / 2;
+  const ax = (mesh[2 * 61]! + mesh[2 * 291]!) / 2 - ex, ay = (mesh[2 * 61 + 1]! + mesh[2 * 291 + 1]!) / 2 - ey;
+  return ((mesh[2 * 1]! - ex) * ax + (mesh[2 * 1 + 1]! - ey) * ay) / Math.max(1e-6, ax * ax + ay * ay);
+}
+
 /** 1 for a face seen from the front, falling to 0 as it turns to the side (see FRONTAL). */
 function frontal(mesh: Float32Array): number {
   const near = Math.hypot(mesh[2 * 1]! - mesh[2 * 234]!, mesh[2 * 1 + 1]! - mesh[2 * 234 + 1]!);
@@ -269,7 +292,7 @@ export function swapFace(
   style: StyleParams,
   hands: readonly Float32Array[] = [],
 ): void {
-  const drawnMesh = reshape(target, neutral, source.mesh, style.reshape * frontal(target));
+  const drawnMesh = reshape(target, neutral, source.mesh, style.reshape * frontal(target) * samePitch(target, source.mesh));
   const patch = warpTriangles(width, height, target, drawnMesh, depth, source, triangles, mirror);
   if (!patch) return;
   const { x0, y0, w, h, faceSize, warped, covered, trusted } = patch;
