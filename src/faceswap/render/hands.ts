@@ -111,17 +111,26 @@ export class HandFinder {
     const previous = this.previous?.length === luma.length ? this.previous : undefined;
     this.previous = luma;
     if (!previous) return true;
+    // The grid points in any grown box, each counted once however many boxes hold it.
+    const near = new Uint8Array(gw * gh);
+    for (const [bx, by, bw, bh] of boxes) {
+      const [x0, x1] = gridSpan(bx! - bw! / 2, bx! + 1.5 * bw!, gw), [y0, y1] = gridSpan(by! - bh! / 2, by! + 1.5 * bh!, gh);
+      for (let y = y0; y < y1; y++) near.fill(1, y * gw + x0, y * gw + x1);
+    }
     let changed = 0, n = 0;
-    for (let y = 0; y < gh; y++) {
-      for (let x = 0; x < gw; x++) {
-        const px = x * MOTION_GRID, py = y * MOTION_GRID;
-        if (!boxes.some(([bx, by, bw, bh]) => px >= bx! - bw! / 2 && px < bx! + 1.5 * bw! && py >= by! - bh! / 2 && py < by! + 1.5 * bh!)) continue;
-        n++;
-        if (Math.abs(luma[y * gw + x]! - previous[y * gw + x]!) > MOTION_STEP) changed++;
-      }
+    for (let i = 0; i < near.length; i++) {
+      if (near[i] === 0) continue;
+      n++;
+      if (Math.abs(luma[i]! - previous[i]!) > MOTION_STEP) changed++;
     }
     return changed > MOTION_SHARE * n;
   }
+}
+
+/** The grid indices from the first whose pixel lies at or past `from` to the first at or past `to`, within `count`. */
+function gridSpan(from: number, to: number, count: number): [number, number] {
+  const first = Math.min(count, Math.max(0, Math.ceil(from / MOTION_GRID)));
+  return [first, Math.max(first, Math.min(count, Math.max(0, Math.ceil(to / MOTION_GRID))))];
 }
 
 /**
