@@ -232,9 +232,9 @@ describe("face swap", () => {
       }
       return sum / count;
     };
-    // The face around the mouth is the new one (12.2); the lips are the footage's but for the camera's
-    // noise, the codec and their edge's fade (6.8). The photo's lips drawn over them (its smile, the
-    // dark line of its filled teeth) changed them by 27.6.
+    // The face around the mouth is the new one (12.2); the lips are the footage's, moved with the
+    // reshaped mouth and resampled (6.8). The photo's lips drawn over them (its smile, the dark line of
+    // its filled teeth) changed them by 27.6.
     expect(change(rest), "mean luma change of the face around the mouth").toBeGreaterThan(8);
     expect(change(lips), "mean luma change of the lips").toBeLessThan(10);
   });

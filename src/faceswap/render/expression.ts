@@ -1,4 +1,4 @@
-import { EYE_OPENINGS, INNER_LIPS, OUTER_LIPS } from "./mesh.js";
+import { EYE_OPENINGS, LIPS, OUTER_LIPS } from "./mesh.js";
 import { boxBlur, fillPolygon, grownPolygon, sampleCubic } from "./pixels.js";
 import { scratch } from "./scratch.js";
 
@@ -15,8 +15,9 @@ const EYE_CORE = 0.6;
 const LIP_MARGIN = 0.1;
 const LIP_EDGE = 0.02;
 
-/** One region of the target drawn into the new face: `outline` grown by `grow`, faded over `edge`. */
+/** Regions of the target drawn into the new face: each of `outlines` grown by `grow`, faded over `edge`. */
 interface Part {
+  /** Also names the part's scratch buffers. */
   name: string;
   outlines: readonly (readonly number[])[];
   grow: number;
@@ -27,7 +28,7 @@ interface Part {
 
 const PARTS: readonly Part[] = [
   { name: "eyes", outlines: EYE_OPENINGS, grow: EYE_CORE - 1, edge: EYE_EDGE, fitted: EYE_OPENINGS },
-  { name: "lips", outlines: [OUTER_LIPS], grow: LIP_MARGIN, edge: LIP_EDGE, fitted: [[...OUTER_LIPS, ...INNER_LIPS]] },
+  { name: "lips", outlines: [OUTER_LIPS], grow: LIP_MARGIN, edge: LIP_EDGE, fitted: [LIPS] },
 ];
 
 /**

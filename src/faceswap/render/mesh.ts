@@ -8,16 +8,18 @@ export const OVAL = [
   136, 172, 58, 132, 93, 234, 127, 162, 21, 54, 103, 67, 109,
 ];
 
-// Polygons on the mesh (MediaPipe indices, in order around each): the eye openings (along the lids)
-// and the lips, where the target's expression is drawn (see `targetExpression`); the inner lips, where
-// the target's open mouth (teeth, tongue) stays; the eye openings, outer lips and brows, which are not
-// skin-coloured but are never taken for something in front of the face (see `occlusion`).
+// Polygons on the mesh (MediaPipe indices, in order around each): the eye openings (along the lids),
+// the inner and outer lips and the brows. The eye openings and lips carry the target's expression
+// (see `targetExpression`); they and the brows are not skin-coloured but are never taken for
+// something in front of the face (see `occlusion`).
 export const EYE_OPENINGS = [
   [33, 7, 163, 144, 145, 153, 154, 155, 133, 173, 157, 158, 159, 160, 161, 246],
   [263, 249, 390, 373, 374, 380, 381, 382, 362, 398, 384, 385, 386, 387, 388, 466],
 ] as const;
 export const INNER_LIPS = [78, 191, 80, 81, 82, 13, 312, 311, 310, 415, 308, 324, 318, 402, 317, 14, 87, 178, 88, 95];
 export const OUTER_LIPS = [61, 185, 40, 39, 37, 0, 267, 269, 270, 409, 291, 375, 321, 405, 314, 17, 84, 181, 91, 146];
+/** Every point of the lips, outer and inner. */
+export const LIPS: readonly number[] = [...OUTER_LIPS, ...INNER_LIPS];
 export const BROWS = [
   [70, 63, 105, 66, 107, 55, 65, 52, 53, 46],
   [300, 293, 334, 296, 336, 285, 295, 282, 283, 276],

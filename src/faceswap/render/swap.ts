@@ -1,7 +1,7 @@
 import type { StyleVersion } from "../../platform/db/schema.js";
 import { pyramidBlend } from "./blend.js";
 import { targetExpression } from "./expression.js";
-import { facingSign, featureMask, INNER_LIPS, OVAL, rasterise, signedArea } from "./mesh.js";
+import { BROWS, EYE_OPENINGS, facingSign, featureMask, INNER_LIPS, LIPS, OVAL, rasterise, signedArea } from "./mesh.js";
 import { handMask, occlusion } from "./occlusion.js";
 import { boxBlur, fillPolygon, fromYCbCr, grownPolygon, pointBounds, sampleTriangle, toYCbCr, ycbcr } from "./pixels.js";
 import { pushPull } from "./push-pull.js";
@@ -64,7 +64,7 @@ export interface StyleParams {
  * mask on luma restores the detail the warp and the new face's softer photo lose, but no more than
  * the footage shows under it, on skin and on the features each (see matchedSharpening; at most 2.2,
  * 30 % less on the features), the features take the source's proportions fully (less as the head
- * turns, see `frontal`), full opacity and a narrower feather (4.5 %). The unsharp mask works on luma
+ * turns, see `frontal`, or is bowed against the photo's, see `samePitch`), full opacity and a narrower feather (4.5 %). The unsharp mask works on luma
  * alone (on each channel, 1.0 doubled the speckles), its
  * change saturates, and it is weaker on the features, which are sharp already.
  */
@@ -77,8 +77,7 @@ export const STYLES: Record<StyleVersion, StyleParams> = {
 // features inside take the source's proportions.
 const FACE_OVAL = new Set(OVAL);
 
-// The points of MediaPipe's FACEMESH_LIPS, _RIGHT_EYE, _LEFT_EYE, _RIGHT_EYEBROW, _LEFT_EYEBROW and
-// _NOSE connections. Each feature moves as one piece, see `reshape`; the mouth and the eyes open and
+// The lips, the eye openings, the brows and the points of MediaPipe's FACEMESH_NOSE connections. Each feature moves as one piece, see `reshape`; the mouth and the eyes open and
 // close, so they are scaled only along the line through their `corners`.
 interface Feature {
   points: readonly number[];
@@ -86,17 +85,11 @@ interface Feature {
 }
 
 const FEATURES: readonly Feature[] = [
-  {
-    points: [
-      61, 146, 91, 181, 84, 17, 314, 405, 321, 375, 291, 185, 40, 39, 37, 0, 267, 269, 270, 409, 78, 95, 88, 178, 87, 14,
-      317, 402, 318, 324, 308, 191, 80, 81, 82, 13, 312, 311, 310, 415,
-    ],
-    corners: [61, 291],
-  },
-  { points: [33, 7, 163, 144, 145, 153, 154, 155, 133, 246, 161, 160, 159, 158, 157, 173], corners: [33, 133] },
-  { points: [263, 249, 390, 373, 374, 380, 381, 382, 362, 466, 388, 387, 386, 385, 384, 398], corners: [263, 362] },
-  { points: [46, 53, 52, 65, 55, 70, 63, 105, 66, 107] },
-  { points: [276, 283, 282, 295, 285, 300, 293, 334, 296, 336] },
+  { points: LIPS, corners: [61, 291] },
+  { points: EYE_OPENINGS[0], corners: [33, 133] },
+  { points: EYE_OPENINGS[1], corners: [263, 362] },
+  { points: BROWS[0]! },
+  { points: BROWS[1]! },
   { points: [168, 6, 197, 195, 5, 4, 1, 19, 94, 2, 98, 97, 326, 327, 294, 278, 344, 440, 275, 45, 220, 115, 48, 64] },
 ];
 const IN_FEATURE = new Set(FEATURES.flatMap((feature) => feature.points));
@@ -173,7 +166,8 @@ const FRONTAL = [0.55, 0.85] as const;
 // middle face of sample2 it drew the eyes above the target's and a nose tip pasted over its own. It
 // fades out as the nose tip's place between the eyes and the mouth (see noseDrop) differs from the
 // photo's by these amounts: that bowed head's lies 0.22-0.28 further down the way than sample3's photo's,
-// the upright faces of the test footage within 0.1 (a laugh, whose mouth corners rise, moves it up by 0.1).
+// the upright faces of the test footage within 0.1 (the most, 0.1 up, sample1's laughing face, her head
+// thrown back a little).
 const SAME_PITCH = [0.13, 0.21] as const;
 
 /** 1 for a face whose mesh `target` is bowed or raised as far as the source's `source`, falling to 0 past SAME_PITCH. */
@@ -245,19 +239,6 @@ function gather(mesh: Float32Array, indices: readonly number[]): Float32Array {
   return out;
 }
 
-// The inner lips' gap over the mouth's width from which the mouth counts as open, and from which
-// fully: below it the lips touch and the polygon between them is a thin line of the target's lip
-// edge, drawn as a dark or white streak across the new face's closed mouth.
-const MOUTH_OPEN = [0.06, 0.14] as const;
-
-/** How open the mouth of `mesh` is, 0 (closed) to 1, from the inner lips' gap over the mouth's width. */
-function mouthOpen(mesh: Float32Array): number {
-  const gap = Math.hypot(mesh[2 * 13]! - mesh[2 * 14]!, mesh[2 * 13 + 1]! - mesh[2 * 14 + 1]!);
-  const width = Math.hypot(mesh[2 * 61]! - mesh[2 * 291]!, mesh[2 * 61 + 1]! - mesh[2 * 291 + 1]!);
-  const t = Math.min(1, Math.max(0, (gap / Math.max(1e-6, width) - MOUTH_OPEN[0]) / (MOUTH_OPEN[1] - MOUTH_OPEN[0])));
-  return t * t * (3 - 2 * t);
-}
-
 /** Region of the frame the face is drawn in, and the buffers over it. */
 interface Patch {
   x0: number;
@@ -302,18 +283,17 @@ export function swapFace(
     const row = ((y0 + y) * width + x0) * 3;
     for (let i = 0; i < w * 3; i++) targetPatch[y * w * 3 + i] = frame[row + i]!;
   }
-  // 1 where the new face is drawn: the target's visible face, less the open mouth (where the drawn
-  // mesh has it, since the lips moved with the reshape) and whatever is in front.
+  // 1 where the new face is drawn: the target's visible face, less whatever is in front. Its mouth,
+  // open or closed, is the target's, carried to where the reshape put the lips (see targetExpression);
+  // kept in place as well, an open mouth's inside showed at both places, a lip's width apart.
   // A hand in front has an edge of its own, which the new face meets without a feather: only the
-  // face's outline, the open mouth and the occluders at the outline fade it in (`inside`). Feathered
+  // face's outline and the occluders at the outline fade it in (`inside`). Feathered
   // from the hand's edge too, the target's face showed through beside the fingers (its eye make-up,
   // as a dark smear over the new face's eyes).
   const place = { x0, y0, w, h, faceSize };
   const targetFeatures = featureMask("targetFeatures", target, x0, y0, w, h);
   const hand = handMask(hands, targetPatch, covered, targetFeatures, place);
   const keep = scratch("keep", n).fill(0);
-  const open = mouthOpen(target);
-  if (open > 0) for (const mesh of [target, drawnMesh]) fillPolygon(keep, w, h, mesh, INNER_LIPS, x0, y0, open);
   const notSkin = occlusion(targetPatch, target, covered, keep, targetFeatures, place, hand);
   const inside = scratch("inside", n), drawn = scratch("drawn", n);
   for (let i = 0; i < n; i++) {
@@ -487,8 +467,8 @@ function warpTriangles(
   }
   // The reshape can fold a few small triangles (nostrils, lip corners) and leave holes in the target's
   // visible face; they take the colours around them instead of staying black.
-  // The mesh has no triangles between the inner lips: a closed mouth's gap takes the new face's lips
-  // around it too (where the mouth is open, swapFace keeps the target's).
+  // The mesh has no triangles between the inner lips: the gap takes the new face's lips around it, so
+  // the steps before the target's mouth is laid in (see targetExpression) see no hole there.
   const gap = scratch("mouthGap", w * h).fill(0);
   fillPolygon(gap, w, h, target, INNER_LIPS, x0, y0, 1);
   // Triangles the source shows foreshortened (see sourceTrust) take their texture partly from around them.
@@ -616,15 +596,14 @@ const pyramids = new WeakMap<SourceFace, Level[]>();
 // How far past the inner lips the source's mouth is filled, as a share of the polygon's size: the
 // mesh's inner lip points sit on the teeth's edge as often as on the lips'.
 const MOUTH_FILL_MARGIN = 0.25;
-// The fill is the lips' colour this much darker: squeezed between a target's closed lips it is the dark
-// line where they meet.
+// The fill is the lips' colour this much darker, as the line where closed lips meet.
 const MOUTH_SHADE = 0.75;
 
 /**
  * The source photo with its mouth's inside (teeth, tongue, the dark between them) filled from the lips
- * around it. The target's open mouth is always its own (see swapFace), so the source's is never drawn
- * as such; but a smiling source's teeth lie at its lips' inner edges, and squeezed into a target's
- * closed lips they drew a pale line across the new face's mouth.
+ * around it. The target's mouth is always its own (see targetExpression), but the fade at its edge
+ * shows the source's under it, and a smiling source's teeth reach its lips' corners, where they drew a
+ * pale line past the target's.
  */
 function withMouthFilled(source: SourceFace, photo: Uint8Array): Uint8Array {
   const grown = grownPolygon(source.mesh, INNER_LIPS, MOUTH_FILL_MARGIN);
