@@ -71,7 +71,8 @@ export class SwapStage implements FrameStage {
     const mesh = this.meshed(index);
     const detected = this.pool.call<FaceData[] | null>(worker, { type: "detect", job, frame: index, pixels, width, height, mesh }, [pixels]);
     const faces = detected.then((own) => own ?? this.between(index));
-    faces.then(this.facesOf(index).resolve, this.facesOf(index).reject);
+    const found = this.facesOf(index);
+    faces.then(found.resolve, found.reject);
     const targets = Promise.all([faces, this.facesOf(index + 1).promise, this.previous]).then(([list, next]) => {
       // Frames after this one draw from meshed frames no earlier than N before the next.
       for (const done of this.found.keys()) if (done < index - this.pool.size) this.found.delete(done);
