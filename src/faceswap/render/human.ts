@@ -26,7 +26,8 @@ function serveModelsFromDisk(): void {
 
 /**
  * Face detection and 468-point mesh; the embedding model and the hand models (see HandFinder) are
- * loaded too and switched on per call when needed.
+ * loaded too and switched on per call when needed, and the iris model for eyeOpenness, which runs it
+ * itself.
  */
 const config: Partial<Config> = {
   backend: "wasm",
@@ -62,7 +63,9 @@ export async function loadHuman(): Promise<Human> {
   serveModelsFromDisk();
   const module = (await import(pathToFileURL(path.join(humanDist, "human.node-wasm.js")).href)) as typeof import("@vladmandic/human");
   const human = new module.Human(config);
-  await human.load({ face: { description: { enabled: true } }, hand: { enabled: true } } as Partial<Config>);
+  await human.load({ face: { description: { enabled: true }, iris: { enabled: true } }, hand: { enabled: true } } as Partial<Config>);
+  // Loading merged the switch into Human's config; off again, Human's own meshes stay without it.
+  human.config.face.iris!.enabled = false;
   return human;
 }
 

@@ -16,6 +16,11 @@ export const EYE_OPENINGS = [
   [33, 7, 163, 144, 145, 153, 154, 155, 133, 173, 157, 158, 159, 160, 161, 246],
   [263, 249, 390, 373, 374, 380, 381, 382, 362, 398, 384, 385, 386, 387, 388, 466],
 ] as const;
+/** Each eye's corners on the mesh, outer then inner, in the order of EYE_OPENINGS. */
+export const EYE_CORNERS = [
+  [33, 133],
+  [263, 362],
+] as const;
 export const INNER_LIPS = [78, 191, 80, 81, 82, 13, 312, 311, 310, 415, 308, 324, 318, 402, 317, 14, 87, 178, 88, 95];
 export const OUTER_LIPS = [61, 185, 40, 39, 37, 0, 267, 269, 270, 409, 291, 375, 321, 405, 314, 17, 84, 181, 91, 146];
 /** Every point of the lips, outer and inner. */

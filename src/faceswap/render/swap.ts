@@ -1,7 +1,7 @@
 import type { StyleVersion } from "../../platform/db/schema.js";
 import { pyramidBlend } from "./blend.js";
 import { targetExpression } from "./expression.js";
-import { BROWS, EYE_OPENINGS, facingSign, featureMask, INNER_LIPS, LIPS, OVAL, rasterise, signedArea } from "./mesh.js";
+import { BROWS, EYE_CORNERS, EYE_OPENINGS, facingSign, featureMask, INNER_LIPS, LIPS, OVAL, rasterise, signedArea } from "./mesh.js";
 import { handMask, occlusion } from "./occlusion.js";
 import { boxBlur, fillPolygon, fromYCbCr, grownPolygon, pointBounds, sampleTriangle, toYCbCr, ycbcr } from "./pixels.js";
 import { pushPull } from "./push-pull.js";
@@ -88,8 +88,8 @@ interface Feature {
 
 const FEATURES: readonly Feature[] = [
   { points: LIPS, corners: [61, 291] },
-  { points: EYE_OPENINGS[0], corners: [33, 133] },
-  { points: EYE_OPENINGS[1], corners: [263, 362] },
+  { points: EYE_OPENINGS[0], corners: EYE_CORNERS[0] },
+  { points: EYE_OPENINGS[1], corners: EYE_CORNERS[1] },
   { points: BROWS[0]! },
   { points: BROWS[1]! },
   { points: [168, 6, 197, 195, 5, 4, 1, 19, 94, 2, 98, 97, 326, 327, 294, 278, 344, 440, 275, 45, 220, 115, 48, 64] },
