@@ -301,7 +301,9 @@ describe("rendered faces", () => {
       // The pan's left face wears clown make-up (dark marks around the eyes and on the cheeks): its marks
       // must be found there, or the check below would quietly stop running.
       if (clip.name === "pan") expect(summary.marks, `the pan's make-up found as marks\n${text}`).not.toBeNaN();
-      if (!Number.isNaN(summary.marks)) expect(summary.marks, `share of the input's marks kept\n${text}`).toBeLessThan(MARKS_LIMIT.max);
+      // v1 keeps some of the footage's texture by design, make-up's edges among it (see MARKS_LIMIT).
+      const marksLimit = style === "v1" ? MARKS_LIMIT.v1 : MARKS_LIMIT.max;
+      if (!Number.isNaN(summary.marks)) expect(summary.marks, `share of the input's marks kept\n${text}`).toBeLessThan(marksLimit);
       // Identity, each clip: both recognisers for v2; v1 keeps the target's skin and light by design
       // (its weaker identity is documented) and answers to faceres.
       expect(identityFailures(summary).filter((failure) => style === "v2" || failure.startsWith("faceres")), text).toEqual([]);

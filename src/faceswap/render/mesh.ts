@@ -21,6 +21,11 @@ export const EYE_CORNERS = [
   [33, 133],
   [263, 362],
 ] as const;
+/** Each eye with its lids: the opening and the lids a little past each edge, above and below. */
+export const EYE_LIDS = [
+  [247, 30, 29, 27, 28, 56, 190, 243, 112, 26, 22, 23, 24, 110, 25, 130],
+  [467, 260, 259, 257, 258, 286, 414, 463, 341, 256, 252, 253, 254, 339, 255, 359],
+] as const;
 export const INNER_LIPS = [78, 191, 80, 81, 82, 13, 312, 311, 310, 415, 308, 324, 318, 402, 317, 14, 87, 178, 88, 95];
 export const OUTER_LIPS = [61, 185, 40, 39, 37, 0, 267, 269, 270, 409, 291, 375, 321, 405, 314, 17, 84, 181, 91, 146];
 /** Every point of the lips, outer and inner. */

@@ -10,6 +10,8 @@ export interface FaceData {
   mesh: Float32Array;
   depth: Float32Array;
   embedding?: number[];
+  /** How open its more closed eye is (see eyeOpenness), when asked for; null when it could not be read. */
+  eyes?: number | null;
 }
 
 export interface SwapTarget {
@@ -35,9 +37,10 @@ export type WorkerRequest =
   | { type: "finish"; id: number; job: number; frame: number; targets: SwapTarget[]; style: StyleParams }
   /**
    * Faces with embeddings in a still image (source faces, face detection); `upright`: rolled heads
-   * meshed again from crops turned upright (see UprightMesher); embeddings stay unturned.
+   * meshed again from crops turned upright (see UprightMesher); embeddings stay unturned; `eyes`: with
+   * how open their eyes are.
    */
-  | { type: "analyse"; id: number; pixels: ArrayBuffer; width: number; height: number; minConfidence: number; upright: boolean }
+  | { type: "analyse"; id: number; pixels: ArrayBuffer; width: number; height: number; minConfidence: number; upright: boolean; eyes: boolean }
   | { type: "similarities"; id: number; embedding: number[]; candidates: number[][] }
   | { type: "sources"; id: number; job: number; sources: SourceFace[] }
   /** Drops what the worker holds for a job (frames of a cancelled render, its sources). */

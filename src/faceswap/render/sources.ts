@@ -19,12 +19,12 @@ const BORDER = 0.5;
 /**
  * The faces in an image with embeddings, largest first; `worker` picks the pool's worker. `upright`
  * meshes rolled heads again from crops turned upright, as the renderer meshes video frames (see
- * UprightMesher).
+ * UprightMesher); `eyes` reads how open their eyes are (see eyeOpenness).
  */
 export async function analyseImage(
   pool: WorkerPool,
   image: RgbImage,
-  options: { minConfidence: number; worker: number; retryWithBorder: boolean; upright?: boolean },
+  options: { minConfidence: number; worker: number; retryWithBorder: boolean; upright?: boolean; eyes?: boolean },
 ): Promise<FaceData[]> {
   const found = await analyse(pool, image, options);
   if (found.length > 0 || !options.retryWithBorder) return found;
@@ -43,11 +43,11 @@ function shiftMesh(mesh: Float32Array, dx: number, dy: number): Float32Array {
   return mesh.map((v, i) => v - (i % 2 === 0 ? dx : dy));
 }
 
-async function analyse(pool: WorkerPool, image: RgbImage, options: { minConfidence: number; worker: number; upright?: boolean }): Promise<FaceData[]> {
+async function analyse(pool: WorkerPool, image: RgbImage, options: { minConfidence: number; worker: number; upright?: boolean; eyes?: boolean }): Promise<FaceData[]> {
   // A copy: the caller keeps the image, and the copy is transferred.
   const pixels = new Uint8Array(image.pixels).buffer;
   const { width, height } = image;
-  const request = { type: "analyse", pixels, width, height, minConfidence: options.minConfidence, upright: options.upright ?? false } as const;
+  const request = { type: "analyse", pixels, width, height, minConfidence: options.minConfidence, upright: options.upright ?? false, eyes: options.eyes ?? false } as const;
   const faces = await pool.call<FaceData[]>(options.worker, request, [pixels]);
   return faces.sort((a, b) => b.box[2] * b.box[3] - a.box[2] * a.box[3]);
 }

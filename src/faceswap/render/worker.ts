@@ -1,5 +1,6 @@
 import { parentPort } from "node:worker_threads";
 import type { Point, Tensor } from "@vladmandic/human";
+import { eyeOpenness } from "./eye-openness.js";
 import { FaceFollower } from "./face-follower.js";
 import { HandFinder } from "./hands.js";
 import { detectAfresh, loadHuman } from "./human.js";
@@ -56,12 +57,20 @@ async function withFrame<T>(pixels: Uint8Array, width: number, height: number, u
  * demo photo scored 0.66, past the same-person threshold, 0.57 unturned); `upright`: rolled heads'
  * meshes taken again upright (see UprightMesher).
  */
-async function stillFaces(pixels: Uint8Array, width: number, height: number, options: { upright: boolean; minConfidence: number }) {
+async function stillFaces(pixels: Uint8Array, width: number, height: number, options: { upright: boolean; minConfidence: number; eyes: boolean }) {
   return withFrame(pixels, width, height, async (frame) => {
     const meshed = await detectAfresh(human, frame.tensor(), { minConfidence: options.minConfidence, describe: true });
     const upright = options.upright ? await new UprightMesher(human, mirror).meshes(frame, meshed, options.minConfidence) : [];
-    return meshed.map((face, i) => toFaceData(face, upright[i]?.mesh));
+    const faces = meshed.map((face, i) => toFaceData(face, upright[i]?.mesh));
+    if (options.eyes) await readEyes(frame, faces, meshed.map((face, i) => upright[i]?.mesh ?? face.mesh));
+    return faces;
   });
+}
+
+/** Sets how open the eyes of `faces` are (see eyeOpenness), each read on its mesh in `meshes`. */
+async function readEyes(frame: MeshFrame, faces: FaceData[], meshes: Point[][]): Promise<void> {
+  const openness = await eyeOpenness(human, frame, meshes);
+  faces.forEach((face, i) => (face.eyes = openness[i] ?? null));
 }
 
 function heldFrame(job: number, frame: number) {
@@ -89,7 +98,7 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
     }
     case "describe": {
       const { pixels, width, height } = heldFrame(request.job, request.frame);
-      return { value: await stillFaces(pixels, width, height, { upright: false, minConfidence: VIDEO_MIN_CONFIDENCE }) };
+      return { value: await stillFaces(pixels, width, height, { upright: false, minConfidence: VIDEO_MIN_CONFIDENCE, eyes: false }) };
     }
     case "finish": {
       const { pixels, width, height, hands: handPoints } = heldFrame(request.job, request.frame);
@@ -103,7 +112,7 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
     }
     case "analyse": {
       const pixels = new Uint8Array(request.pixels);
-      return { value: await stillFaces(pixels, request.width, request.height, { upright: request.upright, minConfidence: request.minConfidence }) };
+      return { value: await stillFaces(pixels, request.width, request.height, { upright: request.upright, minConfidence: request.minConfidence, eyes: request.eyes }) };
     }
     case "similarities":
       return { value: request.candidates.map((candidate) => human.match.similarity(request.embedding, candidate)) };
