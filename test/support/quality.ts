@@ -49,8 +49,9 @@ export interface FaceScore {
   /**
    * How far the output's face lies from the input's: the largest distance between a landmark of the
    * input's mesh and the same landmark of the mesh found in the output (LANDMARKS), over the distance
-   * between the outer eye corners; Infinity where no face is found there, NaN (not judged) where the
-   * input's own mesh is unsteady (UNSTEADY). A drawn face that stops
+   * between the outer eye corners; Infinity where no face is found there (NaN for a face mostly behind
+   * the occluder, see landmarkShift), NaN (not judged) where the input's own mesh is unsteady
+   * (UNSTEADY). A drawn face that stops
    * short of the target's far side has its mouth, chin and cheek drawn inside the target's, and the
    * target's own make-up and lips show beside them.
    */
@@ -617,14 +618,19 @@ const UNSTEADY = 0.08;
  * `b`. Landmarks of `a` where `occluder` (opacity over a frame `width` wide) is at least half opaque are
  * left out, NaN when all are: behind a hand both meshes only guess them (the hand clip's middle face,
  * its chin under the hand on frame 9, moved by 0.135 of the eye distance under one render and 0.140
- * under another that differed from it only on the hand).
+ * under another that differed from it only on the hand). A face with most of its landmarks behind the
+ * occluder is not judged when the output's is not found either: the detector found the hand clip's
+ * middle face, its eyes looking down, nose, mouth and chin behind the fingers, in the input and missed
+ * it in the output once its lowered lids were drawn as the input's (v1, frame 9; the frame looked
+ * right). Its pixels are still judged (seam, speckles, sharpness, flicker, colour step).
  */
 function landmarkShift(a: FaceData, b: FaceData | undefined, occluder?: Float32Array, width = 0): number {
-  if (!b) return Infinity;
-  const [m, o] = [a.mesh, b.mesh];
-  const eyes = Math.hypot(m[2 * 33]! - m[2 * 263]!, m[2 * 33 + 1]! - m[2 * 263 + 1]!);
+  const m = a.mesh;
   const hidden = (x: number, y: number) => occluder !== undefined && x >= 0 && x < width && y >= 0 && (occluder[y * width + x] ?? 0) >= 0.5;
   const seen = LANDMARKS.filter((p) => !hidden(Math.round(m[2 * p]!), Math.round(m[2 * p + 1]!)));
+  if (!b) return seen.length < LANDMARKS.length / 2 ? NaN : Infinity;
+  const o = b.mesh;
+  const eyes = Math.hypot(m[2 * 33]! - m[2 * 263]!, m[2 * 33 + 1]! - m[2 * 263 + 1]!);
   if (seen.length === 0) return NaN;
   return Math.max(...seen.map((p) => Math.hypot(m[2 * p]! - o[2 * p]!, m[2 * p + 1]! - o[2 * p + 1]!))) / Math.max(1e-6, eyes);
 }
