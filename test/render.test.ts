@@ -16,7 +16,7 @@ import { createLogger } from "../src/platform/logger.js";
 import { probeMedia, runFfmpeg } from "../src/platform/media/ffmpeg.js";
 import { makeClip, makePatternClip, samplePhoto } from "./support/footage.js";
 import { cleanFace, hairOverFace } from "./support/hair.js";
-import { EYE_OPENINGS, OUTER_LIPS, OVAL } from "../src/faceswap/render/mesh.js";
+import { EYE_LIDS, OUTER_LIPS, OVAL } from "../src/faceswap/render/mesh.js";
 import { fillPolygon, grownPolygon } from "../src/faceswap/render/pixels.js";
 
 const artifacts = path.join(import.meta.dirname, "..", "test-artifacts", "render");
@@ -204,9 +204,9 @@ describe("face swap", () => {
     expect(changed / judged, "share of the hair painted over").toBeLessThan(0.1);
   });
 
-  it("keeps the footage's closed mouth under a smiling photo: its lips, not the photo's smile and teeth", { timeout: 120_000 }, async () => {
-    // sample2's right face looks down with closed, dark lips; the new face (sample3) smiles with its
-    // teeth showing.
+  it("keeps the footage's closed mouth and lowered eyes under a smiling photo: its lips and lids, not the photo's smile and open eyes", { timeout: 120_000 }, async () => {
+    // sample2's right face looks down, its lids lowered, with closed, dark lips; the new face (sample3)
+    // smiles with its teeth showing and its eyes open.
     const video = await makeClip(path.join(dir, "closed-mouth.mp4"), {
       seconds: 0.4, fps: 10, width: 384, photo: samplePhoto(2), crop: "600:400:1300:40", still: true,
     });
@@ -215,10 +215,12 @@ describe("face swap", () => {
     const [before, after] = [await frameAt(video, 0.2), await frameAt(req.output, 0.2)];
     const [face] = await facesIn(before);
     const { width, height } = before;
-    const lips = new Float32Array(width * height), rest = new Float32Array(width * height);
+    const lips = new Float32Array(width * height), lids = new Float32Array(width * height), rest = new Float32Array(width * height);
     fillPolygon(lips, width, height, face!.mesh, OUTER_LIPS, 0, 0, 1);
+    // The lids' middle: the edge of the region drawn as hers fades into the new face.
+    for (const polygon of EYE_LIDS) fillPolygon(lids, width, height, grownPolygon(face!.mesh, polygon, -0.25), polygon, 0, 0, 1);
     fillPolygon(rest, width, height, face!.mesh, OVAL, 0, 0, 1);
-    for (const polygon of [OUTER_LIPS, ...EYE_OPENINGS]) fillPolygon(rest, width, height, grownPolygon(face!.mesh, polygon, 0.5), polygon, 0, 0, 0);
+    for (const polygon of [OUTER_LIPS, ...EYE_LIDS]) fillPolygon(rest, width, height, grownPolygon(face!.mesh, polygon, 0.5), polygon, 0, 0, 0);
     const box = grow(face!.box, 0.15);
     await keep("closed-mouth-input.png", crop(before, box));
     await keep("closed-mouth-output.png", crop(after, box));
@@ -232,11 +234,14 @@ describe("face swap", () => {
       }
       return sum / count;
     };
-    // The face around the mouth is the new one (12.2); the lips are the footage's, moved with the
-    // reshaped mouth and resampled (6.8). The photo's lips drawn over them (its smile, the dark line of
-    // its filled teeth) changed them by 27.6.
+    // The face around the mouth and eyes is the new one (10.9); the lips are the footage's, moved with
+    // the reshaped mouth and resampled (7.4). The photo's lips drawn over them (its smile, the dark line
+    // of its filled teeth) changed them by 27.6.
     expect(change(rest), "mean luma change of the face around the mouth").toBeGreaterThan(8);
     expect(change(lips), "mean luma change of the lips").toBeLessThan(10);
+    // Her lids are hers too (11.1, moved with the reshaped eyes and resampled): the photo's open eyes
+    // drawn into them, which made her look up at the camera, changed them by 35.8.
+    expect(change(lids), "mean luma change of the lids").toBeLessThan(15);
   });
 
   it("keeps every frame when the source's sound stops before the range ends", async () => {
@@ -515,5 +520,24 @@ describe("face detector", () => {
 
   it("finds each person of a video once", () => {
     expect(people.map((face) => path.basename(face.png))).toEqual(["0-0.png", "0-1.png", "0-2.png"]);
+  });
+});
+
+describe("lowered lids", () => {
+  it("follow the lids' readings over a third of a second or so, from the first reading of a face", () => {
+    const fps = 25;
+    const tracker = new FaceTracker(fps);
+    const mesh = Float32Array.from({ length: 936 }, (_, i) => 100 + ((i * 37) % 50));
+    const face = (eyes?: number | null): FaceData => ({ box: [100, 100, 50, 50], score: 1, mesh, depth: new Float32Array(468), ...(eyes === undefined ? {} : { eyes }) });
+    // Eyes looking down when the face is first seen: lowered at once, not faded in over the first frames.
+    expect(tracker.update(0, [face(0.06)])[0]!.lowered).toBe(1);
+    expect(tracker.update(1, [face()])[0]!.lowered).toBe(1);
+    // A face whose eyes could not be read keeps its last reading.
+    expect(tracker.update(2, [face(null)])[0]!.lowered).toBe(1);
+    // Then open: the lids rise over the next frames, neither in one frame nor later than half a second.
+    const lowered = [0.35, ...Array<undefined>(fps)].map((eyes, k) => tracker.update(3 + k, [face(eyes)])[0]!.lowered);
+    expect(lowered[0]).toBeGreaterThan(0.5);
+    expect(lowered.every((value, k) => k === 0 || value < lowered[k - 1]!)).toBe(true);
+    expect(lowered[Math.round(fps / 2)]).toBeLessThan(0.1);
   });
 });

@@ -1,4 +1,4 @@
-import { EYE_OPENINGS, LIPS, OUTER_LIPS } from "./mesh.js";
+import { EYE_LIDS, EYE_OPENINGS, LIPS, OUTER_LIPS } from "./mesh.js";
 import { boxBlur, fillPolygon, grownPolygon, sampleCubic } from "./pixels.js";
 import { scratch } from "./scratch.js";
 
@@ -14,6 +14,11 @@ const EYE_CORE = 0.6;
 // face-api 0.096 against 0.109) and the mouth looked no different.
 const LIP_MARGIN = 0.1;
 const LIP_EDGE = 0.02;
+// Width of the fade around lowered lids, a share of the face: it lies on the lids' skin and the
+// cheek, where the relit new face and the target's skin match. Lowered, the lids are drawn a little
+// past each edge (EYE_LIDS): with only the opening grown by 30 or 60 % the target's, the photo's upper
+// lid and lashes around it still drew an eye, narrowed and looking at the camera.
+const LOWERED_EDGE = 0.03;
 
 /** Regions of the target drawn into the new face: each of `outlines` grown by `grow`, faded over `edge`. */
 interface Part {
@@ -24,10 +29,15 @@ interface Part {
   edge: number;
   /** Per outline, the points the map from the drawn mesh back to the target's is fitted on. */
   fitted: readonly (readonly number[])[];
+  /** Whether the part is drawn only as far as the target's lids are lowered (else wholly). */
+  lids?: true;
 }
 
 const PARTS: readonly Part[] = [
   { name: "eyes", outlines: EYE_OPENINGS, grow: EYE_CORE - 1, edge: EYE_EDGE, fitted: EYE_OPENINGS },
+  // After the openings' middles, which it covers wholly once the lids are fully lowered: one map
+  // then carries the whole eye, and two slightly different ones never show a lash line twice.
+  { name: "lowered", outlines: EYE_LIDS, grow: 0, edge: LOWERED_EDGE, fitted: EYE_LIDS, lids: true },
   { name: "lips", outlines: [OUTER_LIPS], grow: LIP_MARGIN, edge: LIP_EDGE, fitted: [LIPS] },
 ];
 
@@ -42,7 +52,9 @@ const PARTS: readonly Part[] = [
  * photo's lips, stretched over a closed mouth, drew a smirk with a dark line of filled teeth on a face
  * that did not smile. Only the eye opening's middle (EYE_CORE) is the target's: on lids nearly closed
  * (a face looking down) the mesh's opening takes in the lids' edges, and the target's eye make-up came
- * with them as a pale glow.
+ * with them as a pale glow. Lids lowered (`lowered`, 0..1, see lidsLowered) bring the target's whole
+ * eyes, lids and all, that far: the mesh reads such lids as open, and the photo's open eyes drawn
+ * round the target's lashes made a face looking down stare at the camera.
  */
 export function targetExpression(
   face: Float32Array,
@@ -52,12 +64,15 @@ export function targetExpression(
   targetMesh: Float32Array,
   drawnMesh: Float32Array,
   { x0, y0, w, h, faceSize }: { x0: number; y0: number; w: number; h: number; faceSize: number },
+  lowered: number,
 ): void {
   const sample = scratch("expressionSample", 3);
-  for (const { name, outlines, grow, edge, fitted } of PARTS) {
+  for (const { name, outlines, grow, edge, fitted, lids } of PARTS) {
+    const strength = lids ? lowered : 1;
+    if (strength <= 0) continue;
     const radius = Math.max(0.5, edge * faceSize);
     const mask = scratch(name, w * h).fill(0);
-    for (const outline of outlines) fillPolygon(mask, w, h, grownPolygon(drawnMesh, outline, grow), outline, x0, y0, 1);
+    for (const outline of outlines) fillPolygon(mask, w, h, grownPolygon(drawnMesh, outline, grow), outline, x0, y0, strength);
     const soft = boxBlur(mask, scratch(`${name}Soft`, w * h), w, h, 1, radius);
     outlines.forEach((outline, k) => {
       const back = fitAffine(drawnMesh, targetMesh, fitted[k]!);

@@ -10,7 +10,7 @@ export interface FaceData {
   mesh: Float32Array;
   depth: Float32Array;
   embedding?: number[];
-  /** How open its more closed eye is (see eyeOpenness), when asked for; null when it could not be read. */
+  /** How open its more closed eye is (see eyeOpenness), on frames detected with `eyes`; null when it could not be read. */
   eyes?: number | null;
 }
 
@@ -22,15 +22,17 @@ export interface SwapTarget {
   depth: Float32Array;
   /** The face's mean shape over its track laid over `mesh` (the swap keeps the difference: expression). */
   neutral: Float32Array;
+  /** How far the target's lids are lowered, 0 (open) to 1: that much of its eyes is drawn as the footage has them (see targetExpression). */
+  lowered: number;
 }
 
 /** Requests to a render worker; each is answered once with the same `id`. */
 export type WorkerRequest =
   /**
    * Keeps a frame until `finish`, finds the hands in it and, with `mesh` or on a new scene, its faces
-   * (answered with FaceData[]; without, with null: see SwapStage).
+   * (answered with FaceData[]; without, with null: see SwapStage), with `eyes` how open their eyes are.
    */
-  | { type: "detect"; id: number; job: number; frame: number; pixels: ArrayBuffer; width: number; height: number; mesh: boolean }
+  | { type: "detect"; id: number; job: number; frame: number; pixels: ArrayBuffer; width: number; height: number; mesh: boolean; eyes: boolean }
   /** Embeddings of the faces in a frame held since `detect`. */
   | { type: "describe"; id: number; job: number; frame: number }
   /** Draws the targets onto a held frame and hands it back. */

@@ -23,6 +23,11 @@ export interface SwapPlan {
  * people in the demo photos score up to 0.57.
  */
 const MATCH_THRESHOLD = 0.65;
+/**
+ * About how often the faces' lids are read (see eyeOpenness): the iris model costs more than the mesh
+ * model. Never more often than every 2N frames (see lidsEvery): with 16 workers at 25 fps, every 1.28 s.
+ */
+const LIDS_EVERY_SECONDS = 0.5;
 
 /** Index of the candidate embedding that is the same person as `embedding` (the most similar one), or -1. */
 export async function matchPerson(pool: WorkerPool, worker: number, embedding: number[], candidates: number[][]): Promise<number> {
@@ -38,7 +43,9 @@ export async function matchPerson(pool: WorkerPool, worker: number, embedding: n
  * from the meshed frames on either side of it (see facesBetween), unless it begins a new scene.
  * Tracking runs here, one frame after another in order (it needs the previous frame's tracks), with
  * the next frame's faces at hand (see lasting); then the same worker draws the frame's targets and
- * hands it back. Detection of later frames overlaps with all of this.
+ * hands it back. Detection of later frames overlaps with all of this. Every LIDS_EVERY_SECONDS or so
+ * a meshed frame's faces also have their lids read (see eyeOpenness), always on the same frames of a
+ * video, so a render does not depend on how busy the machine was.
  */
 export class SwapStage implements FrameStage {
   readonly window: number;
@@ -48,6 +55,8 @@ export class SwapStage implements FrameStage {
   private readonly found = new Map<number, PromiseWithResolvers<FaceData[] | null>>();
   /** The number of frames, once the last has been submitted. */
   private frames = Infinity;
+  /** Frames between readings of the lids: a whole number of 2N (see readsLids). */
+  private readonly lidsEvery: number;
 
   constructor(
     private readonly pool: WorkerPool,
@@ -57,6 +66,8 @@ export class SwapStage implements FrameStage {
     // frame, at most N + 1 frames later: both are in flight with it.
     this.window = pool.size * 3;
     this.tracker = new FaceTracker(plan.fps);
+    const cycle = 2 * pool.size;
+    this.lidsEvery = cycle * Math.max(1, Math.round((plan.fps * LIDS_EVERY_SECONDS) / cycle));
   }
 
   /** Whether frame `index` is meshed: the first N frames, then every other run of N. */
@@ -64,12 +75,22 @@ export class SwapStage implements FrameStage {
     return Math.floor(index / this.pool.size) % 2 === 0;
   }
 
+  /**
+   * Whether frame `index` has its faces' lids read: the k-th reading falls k mod N frames into its
+   * stretch of lidsEvery, so the readings go to each worker in turn, and on a meshed frame (lidsEvery
+   * being a whole number of 2N, the stretch starts a run of meshed frames N long).
+   */
+  private readsLids(index: number): boolean {
+    return index % this.lidsEvery === Math.floor(index / this.lidsEvery) % this.pool.size;
+  }
+
   process(frame: Buffer, index: number): Promise<Buffer> {
     const { job, width, height } = this.plan;
     const worker = index % this.pool.size;
     const pixels = ownArrayBuffer(frame);
     const mesh = this.meshed(index);
-    const detected = this.pool.call<FaceData[] | null>(worker, { type: "detect", job, frame: index, pixels, width, height, mesh }, [pixels]);
+    const eyes = this.readsLids(index);
+    const detected = this.pool.call<FaceData[] | null>(worker, { type: "detect", job, frame: index, pixels, width, height, mesh, eyes }, [pixels]);
     const faces = detected.then((own) => own ?? this.between(index));
     const found = this.facesOf(index);
     faces.then(found.resolve, found.reject);
@@ -119,10 +140,11 @@ export class SwapStage implements FrameStage {
 
   private async targets(worker: number, index: number, faces: FaceData[], next: FaceData[] | null): Promise<SwapTarget[]> {
     const tracks = this.tracker.update(index, faces).filter((track) => lasting(track, index, next));
-    if (this.plan.mode === "all-faces") return tracks.map((track) => ({ source: 0, mesh: track.mesh, depth: track.depth, neutral: track.shape.neutral }));
+    const drawn = (track: Track, source: number): SwapTarget => ({ source, mesh: track.mesh, depth: track.depth, neutral: track.shape.neutral, lowered: track.lowered });
+    if (this.plan.mode === "all-faces") return tracks.map((track) => drawn(track, 0));
     const unknown = tracks.filter((track) => track.source === undefined && track.describeAt <= index);
     if (unknown.length > 0) await this.identify(worker, index, unknown);
-    return tracks.flatMap((track) => (track.source !== undefined && track.source >= 0 ? [{ source: track.source, mesh: track.mesh, depth: track.depth, neutral: track.shape.neutral }] : []));
+    return tracks.flatMap((track) => (track.source !== undefined && track.source >= 0 ? [drawn(track, track.source)] : []));
   }
 
   /**

@@ -262,8 +262,9 @@ interface Patch {
 
 /**
  * Draws `source` onto the face whose mesh is `target` (x, y pairs in frame pixels, `depth` per point;
- * `neutral` is its track's mean shape over the same face, see `reshape`) in the rgb24 `frame`, in
- * place, leaving `hands` (21 keypoints each, frame pixels) where they cover it. See STYLES for the steps.
+ * `neutral` is its track's mean shape over the same face, see `reshape`; `lowered`, how far its lids
+ * are lowered, see targetExpression) in the rgb24 `frame`, in place, leaving `hands` (21 keypoints
+ * each, frame pixels) where they cover it. See STYLES for the steps.
  */
 export function swapFace(
   frame: Uint8Array,
@@ -272,6 +273,7 @@ export function swapFace(
   target: Float32Array,
   depth: Float32Array,
   neutral: Float32Array,
+  lowered: number,
   source: SourceFace,
   triangles: ArrayLike<number>,
   mirror: Int32Array,
@@ -322,7 +324,7 @@ export function swapFace(
     sharpenLuma(warped, w, h, matchedSharpening(warped, targetPatch, drawn, drawnFeatures, w, h, most), drawnFeatures);
   }
   if (style.keepTexture > 0) addDetail(warped, targetPatch, w, h, style.keepTexture, Math.max(1, faceSize / 80));
-  targetExpression(warped, frame, width, height, target, drawnMesh, place);
+  targetExpression(warped, frame, width, height, target, drawnMesh, place, lowered);
   // The blend's support ends a pixel or two inside the visible face; its mask fades in over the
   // style's feather, each band of the pyramid over its own scale (see pyramidBlend).
   const support = featherMask(drawn, w, h, Math.max(1, SUPPORT_FEATHER * faceSize), "support");

@@ -1,3 +1,4 @@
+import { lidsLowered } from "./eye-openness.js";
 import type { FaceData } from "./protocol.js";
 import { fitSimilarity, Similarity } from "./similarity.js";
 
@@ -13,6 +14,10 @@ export interface Track {
   velocity: Float32Array;
   /** Smoothed velocity of the face as a whole: shift x and y (face sizes), rotation (radians) and log scale, per second. */
   poseVelocity: Float64Array;
+  /** How far its lids are lowered (see lidsLowered), faded towards the last reading, `loweredTo`. */
+  lowered: number;
+  /** The last reading of its lids; undefined until one is made. */
+  loweredTo: number | undefined;
   /** The person's shape without passing expressions; its `neutral` lies over `mesh`. */
   shape: NeutralShape;
   lastFrame: number;
@@ -39,6 +44,9 @@ const DERIVATIVE_CUTOFF_HZ = 1;
 const POSE_MIN_CUTOFF_HZ = 0.5;
 const POSE_BETA = 6;
 const POSE_ROTATION_SIZE = 0.5;
+// The lids' readings come about twice a second (see SwapStage); a new one is faded in over about a
+// third of a second, so the drawn eyes change the way lids move rather than in one frame.
+const LIDS_CUTOFF_HZ = 1;
 
 /** Matches each frame's faces to tracks by box overlap and smooths their meshes over time. */
 export class FaceTracker {
@@ -72,6 +80,8 @@ export class FaceTracker {
       depth: face.depth,
       velocity: new Float32Array(face.mesh.length),
       poseVelocity: new Float64Array(4),
+      lowered: face.eyes != null ? lidsLowered(face.eyes) : 0,
+      loweredTo: face.eyes != null ? lidsLowered(face.eyes) : undefined,
       shape: new NeutralShape(face.mesh),
       lastFrame: frame,
       runFrom: frame,
@@ -104,6 +114,8 @@ export class FaceTracker {
       const cutoff = MIN_CUTOFF_HZ + (BETA * Math.abs(velocity)) / size;
       track.mesh[i] = previous + alpha(cutoff, dt) * (face.mesh[i]! - previous);
     }
+    if (face.eyes != null) track.loweredTo = lidsLowered(face.eyes);
+    track.lowered += alpha(LIDS_CUTOFF_HZ, dt) * ((track.loweredTo ?? 0) - track.lowered);
     track.box = face.box;
     track.depth = face.depth;
     if (frame - track.lastFrame > 1) track.runFrom = frame;

@@ -90,7 +90,9 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
       let follower = followers.get(request.job);
       if (!follower) followers.set(request.job, (follower = new FaceFollower(human, mirror, VIDEO_MIN_CONFIDENCE)));
       const found = await withFrame(pixels, request.width, request.height, async (meshFrame) => {
-        const faces = (await follower.faces(meshFrame, request.mesh))?.map((face) => toFaceData(face));
+        const followed = await follower.faces(meshFrame, request.mesh);
+        const faces = followed?.map((face) => toFaceData(face));
+        if (followed && faces && request.eyes) await readEyes(meshFrame, faces, followed.map((face) => face.mesh));
         frame.hands = await finder.find(meshFrame, faces?.map((face) => face.box) ?? follower.boxes);
         return faces ?? null;
       });
@@ -106,7 +108,7 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
       const jobSources = sources.get(request.job) ?? [];
       for (const target of request.targets) {
         const source = jobSources[target.source];
-        if (source) swapFace(pixels, width, height, target.mesh, target.depth, target.neutral, source, human.faceTriangulation, mirror, request.style, handPoints);
+        if (source) swapFace(pixels, width, height, target.mesh, target.depth, target.neutral, target.lowered, source, human.faceTriangulation, mirror, request.style, handPoints);
       }
       return { value: pixels.buffer, transfer: [pixels.buffer as ArrayBuffer] };
     }
