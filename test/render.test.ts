@@ -16,6 +16,7 @@ import { createLogger } from "../src/platform/logger.js";
 import { probeMedia, runFfmpeg } from "../src/platform/media/ffmpeg.js";
 import { makeClip, makePatternClip, samplePhoto } from "./support/footage.js";
 import { cleanFace, hairOverFace } from "./support/hair.js";
+import { lumaOf } from "./support/quality.js";
 import { EYE_LIDS, OUTER_LIPS, OVAL } from "../src/faceswap/render/mesh.js";
 import { fillPolygon, grownPolygon } from "../src/faceswap/render/pixels.js";
 
@@ -187,16 +188,14 @@ describe("face swap", () => {
     await keep("warm-hair-output.png", after[3]!);
     // The hair's pixels, less 2 at its edge (the codec), that the render changed by more than 12 in luma.
     let changed = 0, judged = 0;
-    const lumaAt = (image: RgbImage, p: number) => 0.299 * image.pixels[p]! + 0.587 * image.pixels[p + 1]! + 0.114 * image.pixels[p + 2]!;
     for (const [f, input] of before.entries()) {
       for (let y = 2; y < Math.min(height, frameHeight - 2 * pad) - 2; y++) {
         for (let x = 2; x < Math.min(width, frameWidth - 2 * pad) - 2; x++) {
           let inner = true;
           for (let dy = -2; dy <= 2 && inner; dy++) for (let dx = -2; dx <= 2 && inner; dx++) inner = hair[(y + dy) * width + x + dx] === 1;
           if (!inner) continue;
-          const p = ((y + pad) * frameWidth + x + pad) * 3;
           judged++;
-          if (Math.abs(lumaAt(input, p) - lumaAt(after[f]!, p)) > 12) changed++;
+          if (Math.abs(lumaOf(input, x + pad, y + pad) - lumaOf(after[f]!, x + pad, y + pad)) > 12) changed++;
         }
       }
     }
@@ -224,12 +223,12 @@ describe("face swap", () => {
     const box = grow(face!.box, 0.15);
     await keep("closed-mouth-input.png", crop(before, box));
     await keep("closed-mouth-output.png", crop(after, box));
-    const lumaAt = (image: RgbImage, i: number) => 0.299 * image.pixels[3 * i]! + 0.587 * image.pixels[3 * i + 1]! + 0.114 * image.pixels[3 * i + 2]!;
     const change = (mask: Float32Array) => {
       let sum = 0, count = 0;
       for (let i = 0; i < mask.length; i++) {
         if (mask[i] !== 1) continue;
-        sum += Math.abs(lumaAt(before, i) - lumaAt(after, i));
+        const x = i % width, y = Math.floor(i / width);
+        sum += Math.abs(lumaOf(before, x, y) - lumaOf(after, x, y));
         count++;
       }
       return sum / count;

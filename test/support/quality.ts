@@ -372,7 +372,8 @@ function rAt(reg: Region, x: number, y: number): number {
   return lx >= 0 && ly >= 0 && lx < reg.w && ly < reg.h ? reg.r[ly * reg.w + lx]! : Infinity;
 }
 
-function lumaOf(image: RgbImage, x: number, y: number): number {
+/** Luma (BT.601) of the pixel at (x, y). */
+export function lumaOf(image: RgbImage, x: number, y: number): number {
   const p = (y * image.width + x) * 3;
   return 0.299 * image.pixels[p]! + 0.587 * image.pixels[p + 1]! + 0.114 * image.pixels[p + 2]!;
 }

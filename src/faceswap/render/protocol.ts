@@ -10,7 +10,7 @@ export interface FaceData {
   mesh: Float32Array;
   depth: Float32Array;
   embedding?: number[];
-  /** How open its more closed eye is (see eyeOpenness), on frames detected with `eyes`; null when it could not be read. */
+  /** How open its more closed eye is (see eyeOpenness), when `detect` or `analyse` asked for it with `eyes`; null when it could not be read. */
   eyes?: number | null;
 }
 
