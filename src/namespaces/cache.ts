@@ -25,6 +25,8 @@ export class NamespaceCache {
   private readonly byToken = new Map<string, NamespaceView>();
   /** Reads of one name in flight, shared by callers that miss at once (a thousand watchers re-checking access after one notice). */
   private readonly loading = new Map<string, Promise<NamespaceView | undefined>>();
+  /** The re-read of stale names in flight (see refreshStale): which names it covers, from which epoch. */
+  private refreshing: { names: Set<string>; epoch: number; done: Promise<Map<string, NamespaceView>> } | undefined;
 
   private readonly checks: Periodic;
   private readonly changeListeners = new Set<(name: string | undefined) => void>();
@@ -40,9 +42,13 @@ export class NamespaceCache {
     this.checks = new Periodic(() => this.check(), logger, "namespace_cache_check_failed");
   }
 
-  /** Starts comparing the cache with the database every `intervalMs`. */
+  /**
+   * Fills the cache at once (the first check of an incomplete cache reads every namespace), then
+   * compares it with the database every `intervalMs`: a replica just started answers its first
+   * GetNamespace calls from memory rather than with a read of each name.
+   */
   startChecks(intervalMs: number): void {
-    this.checks.start(intervalMs);
+    this.checks.start(intervalMs, { now: true });
   }
 
   async stopChecks(): Promise<void> {
@@ -103,6 +109,7 @@ export class NamespaceCache {
   clear(): void {
     this.epoch++;
     this.loading.clear();
+    this.refreshing = undefined;
     this.byName.clear();
     this.byToken.clear();
     this.stale.clear();
@@ -114,7 +121,7 @@ export class NamespaceCache {
   async get(name: string): Promise<NamespaceView | undefined> {
     const hit = this.byName.get(name);
     if (hit) return hit;
-    if (this.complete && !this.stale.has(name)) return undefined;
+    if (this.complete) return this.stale.has(name) ? (await this.refreshStale([name])).get(name) : undefined;
     const pending = this.loading.get(name);
     if (pending) return pending;
     const epoch = this.epoch;
@@ -133,6 +140,34 @@ export class NamespaceCache {
     return load;
   }
 
+  /**
+   * Re-reads every stale name in one query, shared by the callers that need any of them: after a
+   * burst of writes (a batch create of a thousand names) the next reads cost one query, not one
+   * each. Returns what was read, by name, whether or not it could be kept: a change announced
+   * meanwhile (the epoch moved) leaves the names stale for the next read, and a caller who comes
+   * after that change never shares a read begun before it (a Get after an Update on this replica
+   * would answer the old row).
+   */
+  private refreshStale(needed: Iterable<string>): Promise<Map<string, NamespaceView>> {
+    const current = this.refreshing;
+    if (current?.epoch === this.epoch && [...needed].every((name) => current.names.has(name))) return current.done;
+    const names = [...this.stale];
+    const epoch = this.epoch;
+    const done = loadNamespaces(this.db, names)
+      .then((records) => {
+        if (epoch === this.epoch) {
+          for (const record of records) this.store(record);
+          for (const name of names) this.stale.delete(name);
+        }
+        return new Map(records.map((record) => [record.name, record]));
+      })
+      .finally(() => {
+        if (this.refreshing?.done === done) this.refreshing = undefined;
+      });
+    this.refreshing = { names: new Set(names), epoch, done };
+    return done;
+  }
+
   /** The namespace whose token this is. */
   async findByToken(token: string): Promise<NamespaceView | undefined> {
     // Only a complete cache without stale entries can answer "no such token".
@@ -144,16 +179,16 @@ export class NamespaceCache {
   async list(): Promise<NamespaceView[]> {
     for (let attempt = 0; attempt < 4; attempt++) {
       if (this.complete && this.stale.size === 0) return (this.sorted ??= sortByMtime([...this.byName.values()]));
-      const epoch = this.epoch;
-      const names = this.complete ? [...this.stale] : undefined;
-      const records = await loadNamespaces(this.db, names);
-      if (epoch !== this.epoch) continue;
-      if (names === undefined) {
-        this.byName.clear();
-        this.byToken.clear();
-        this.complete = true;
+      if (this.complete) {
+        await this.refreshStale(this.stale);
+        continue;
       }
-      for (const name of names ?? []) this.drop(name);
+      const epoch = this.epoch;
+      const records = await loadNamespaces(this.db);
+      if (epoch !== this.epoch) continue;
+      this.byName.clear();
+      this.byToken.clear();
+      this.complete = true;
       for (const record of records) this.store(record);
       this.stale.clear();
     }

@@ -15,16 +15,20 @@ export class Periodic {
     private readonly failureEvent: string,
   ) {}
 
-  start(intervalMs: number): void {
-    this.timer = setInterval(() => {
-      // Through a promise, so that a task that throws at once is caught like one that rejects.
-      this.running ??= Promise.resolve()
-        .then(() => this.task())
-        .then(() => undefined)
-        .catch((error: unknown) => this.logger.warn({ event: this.failureEvent, err: error }, "background task failed"))
-        .finally(() => (this.running = undefined));
-    }, intervalMs);
+  /** Runs the task every `intervalMs`, and at once as well with `now`. */
+  start(intervalMs: number, { now = false }: { now?: boolean } = {}): void {
+    this.timer = setInterval(() => this.tick(), intervalMs);
     this.timer.unref();
+    if (now) this.tick();
+  }
+
+  private tick(): void {
+    // Through a promise, so that a task that throws at once is caught like one that rejects.
+    this.running ??= Promise.resolve()
+      .then(() => this.task())
+      .then(() => undefined)
+      .catch((error: unknown) => this.logger.warn({ event: this.failureEvent, err: error }, "background task failed"))
+      .finally(() => (this.running = undefined));
   }
 
   /** Stops the timer and waits for a run in progress. */

@@ -1,0 +1,90 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { NamespaceCache } from "../src/namespaces/cache.js";
+import { Notifications } from "../src/platform/db/notifications.js";
+import { createLogger } from "../src/platform/logger.js";
+import { startTestApp, type TestApp } from "./support/app.js";
+import { createTestDatabase, recordingDb } from "./support/database.js";
+import { until } from "./support/expect.js";
+
+let url: string;
+let writer: TestApp;
+
+beforeAll(async () => {
+  url = await createTestDatabase();
+  writer = await startTestApp(url);
+});
+
+afterAll(async () => {
+  await writer.stop();
+});
+
+/** A namespace cache of its own on a database handle that records every statement it runs. */
+async function recordingCache() {
+  const { db, statements } = recordingDb(url, 2);
+  const logger = createLogger("warn");
+  const notifications = new Notifications(url, logger);
+  // Channels are listened to from the start: the cache subscribes first.
+  const cache = new NamespaceCache(db, notifications, logger);
+  await notifications.start();
+  const reads = () => statements.filter((s) => /from "namespaces"/.test(s)).length;
+  return {
+    cache,
+    reads,
+    stop: async () => {
+      await cache.stopChecks();
+      await notifications.stop();
+      await db.destroy();
+    },
+  };
+}
+
+describe("the namespace cache", () => {
+  it("reads every namespace once when its checks start, and answers from memory after that", async () => {
+    const names = Array.from({ length: 30 }, (_, i) => `filled-${i}`);
+    await writer.admin.namespaces.batchCreateNamespaces({ namespaces: names.map((name) => ({ name })) });
+    const { cache, reads, stop } = await recordingCache();
+    try {
+      // An hour between checks: only the read made as they start can fill it.
+      cache.startChecks(3_600_000);
+      await until(() => reads() === 1, 5_000, "the first read");
+      const found = await Promise.all(names.map((name) => cache.get(name)));
+      expect(found.map((row) => row?.name)).toEqual(names);
+      expect(await cache.get("never-created")).toBeUndefined();
+      expect(reads()).toBe(1);
+    } finally {
+      await stop();
+    }
+  });
+
+  it("reads the names changed in a burst again together, not one query each", async () => {
+    const { cache, reads, stop } = await recordingCache();
+    try {
+      await cache.list();
+      expect(reads()).toBe(1);
+      const names = Array.from({ length: 40 }, (_, i) => `burst-${i}`);
+      await writer.admin.namespaces.batchCreateNamespaces({ namespaces: names.map((name) => ({ name, comment: "burst" })) });
+      // A complete cache knows a name only once the notice of its creation has arrived.
+      await until(async () => (await cache.get(names.at(-1)!)) !== undefined, 5_000, "the notice of the last name");
+      const found = await Promise.all(names.map((name) => cache.get(name)));
+      expect(found.map((row) => row?.comment)).toEqual(names.map(() => "burst"));
+      // One read for the burst; a notice arriving after the first read costs one more at most each.
+      // A read per name made 40.
+      expect(reads() - 1).toBeLessThanOrEqual(3);
+    } finally {
+      await stop();
+    }
+  });
+
+  it("reads a cached name again once it changes", async () => {
+    const { cache, stop } = await recordingCache();
+    try {
+      await cache.list();
+      await writer.admin.namespaces.createNamespace({ namespace: { name: "moving", comment: "first" } });
+      await until(async () => (await cache.get("moving"))?.comment === "first", 5_000, "the first comment");
+      await writer.admin.namespaces.updateNamespace({ namespace: { name: "moving", comment: "second" } });
+      await until(async () => (await cache.get("moving"))?.comment === "second", 5_000, "the second comment");
+    } finally {
+      await stop();
+    }
+  });
+});
