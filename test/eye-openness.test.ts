@@ -3,6 +3,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { eyeOpenness, lidsLowered } from "../src/faceswap/render/eye-openness.js";
 import { detectAfresh, loadHuman } from "../src/faceswap/render/human.js";
 import { decodeFrames } from "../src/faceswap/render/images.js";
+import { EYE_CORNERS } from "../src/faceswap/render/mesh.js";
 import { samplePhoto } from "./support/footage.js";
 
 let human: Human;
@@ -36,5 +37,30 @@ describe("eye openness", () => {
     for (const face of [pan[0]!, pan[1]!, sofa[1]!, sofa[2]!, ...smile]) expect(face.openness, report).not.toBeNull();
     for (const face of [pan[1]!, sofa[1]!, sofa[2]!]) expect(lidsLowered(face.openness!), report).toBeGreaterThanOrEqual(0.8);
     for (const face of [pan[0]!, ...smile]) expect(lidsLowered(face.openness!), report).toBe(0);
+  });
+
+  it("reads a face cut off by the frame's edge by the eye still in the frame", async () => {
+    const { frames } = await decodeFrames(samplePhoto(2), { maxLongSide: 576, maxFrames: 1 });
+    const frame = frames[0]!;
+    const tensor = human.tf.tensor3d(frame.pixels, [frame.height, frame.width, 3], "float32");
+    try {
+      // sample2's right face, looking down.
+      const faces = (await detectAfresh(human, tensor, { minConfidence: 0.3, describe: false })).sort((a, b) => a.box[0] - b.box[0]);
+      const mesh = faces[2]!.mesh;
+      // The frame cut through the middle of the eye on the image's left: that eye's crop leaves it.
+      const [outer, inner] = EYE_CORNERS.map(([a, b]) => (mesh[a]![0] + mesh[b]![0]) / 2).sort((a, b) => a - b);
+      const x0 = Math.round(outer!);
+      expect(inner! - x0, "the other eye is well inside").toBeGreaterThan(20);
+      const width = frame.width - x0;
+      const pixels = new Uint8Array(width * frame.height * 3);
+      for (let y = 0; y < frame.height; y++) pixels.set(frame.pixels.subarray((y * frame.width + x0) * 3, (y + 1) * frame.width * 3), y * width * 3);
+      const cut = { pixels, width, height: frame.height };
+      const shifted = mesh.map(([x, y, z]) => [x - x0, y, z] as [number, number, number]);
+      const [openness] = await eyeOpenness(human, cut, [shifted]);
+      expect(openness, "read by one eye").not.toBeNull();
+      expect(lidsLowered(openness!)).toBeGreaterThanOrEqual(0.8);
+    } finally {
+      human.tf.dispose(tensor);
+    }
   });
 });
