@@ -1,3 +1,4 @@
+import type { KyselyPlugin } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NamespaceCache } from "../src/namespaces/cache.js";
 import { Notifications } from "../src/platform/db/notifications.js";
@@ -18,9 +19,22 @@ afterAll(async () => {
   await writer.stop();
 });
 
-/** A namespace cache of its own on a database handle that records every statement it runs. */
+/**
+ * A namespace cache of its own on a database handle that records every statement it runs; while
+ * `hold` is set, no statement's result reaches the cache until it is released.
+ */
 async function recordingCache() {
-  const { db, statements } = recordingDb(url, 2);
+  const recording = recordingDb(url, 2);
+  const { statements } = recording;
+  let held: PromiseWithResolvers<void> | undefined;
+  const gate: KyselyPlugin = {
+    transformQuery: ({ node }) => node,
+    transformResult: async ({ result }) => {
+      await held?.promise;
+      return result;
+    },
+  };
+  const db = recording.db.withPlugin(gate);
   const logger = createLogger("warn");
   const notifications = new Notifications(url, logger);
   // Channels are listened to from the start: the cache subscribes first.
@@ -30,7 +44,10 @@ async function recordingCache() {
   return {
     cache,
     reads,
+    hold: () => (held = Promise.withResolvers()),
+    release: () => held?.resolve(),
     stop: async () => {
+      held?.resolve();
       await cache.stopChecks();
       await notifications.stop();
       await db.destroy();
@@ -83,6 +100,36 @@ describe("the namespace cache", () => {
       await until(async () => (await cache.get("moving"))?.comment === "first", 5_000, "the first comment");
       await writer.admin.namespaces.updateNamespace({ namespace: { name: "moving", comment: "second" } });
       await until(async () => (await cache.get("moving"))?.comment === "second", 5_000, "the second comment");
+    } finally {
+      await stop();
+    }
+  });
+
+  it("keeps what it read of the names that did not change again meanwhile", async () => {
+    const { cache, reads, hold, release, stop } = await recordingCache();
+    try {
+      await cache.list();
+      const names = ["calm-1", "calm-2", "calm-3", "churn"];
+      const notices: string[] = [];
+      cache.onChange((name) => notices.push(name ?? "*"));
+      const noticed = (name: string, count: number) =>
+        until(() => notices.filter((n) => n === name).length >= count, 5_000, `notice ${count} of ${name}`);
+      await writer.admin.namespaces.batchCreateNamespaces({ namespaces: names.map((name) => ({ name })) });
+      for (const name of names) await noticed(name, 1);
+      // The names are stale now; a read of them is held while "churn" changes again.
+      hold();
+      const first = cache.get("calm-1");
+      await until(() => reads() === 2, 5_000, "the read of the stale names");
+      await writer.admin.namespaces.updateNamespace({ namespace: { name: "churn", comment: "again" } });
+      await noticed("churn", 2);
+      release();
+      expect((await first)?.name).toBe("calm-1");
+      // Only "churn" was said to change during the read: the other names are cached, "churn" is read again.
+      expect((await cache.get("calm-2"))?.name).toBe("calm-2");
+      expect((await cache.get("calm-3"))?.name).toBe("calm-3");
+      expect(reads()).toBe(2);
+      expect((await cache.get("churn"))?.comment).toBe("again");
+      expect(reads()).toBe(3);
     } finally {
       await stop();
     }

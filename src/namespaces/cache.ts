@@ -7,6 +7,8 @@ import { loadNamespaces, registryFingerprint, type NamespaceView, type RegistryF
 
 /** How long a mismatch may be explained by notices still on their way before the cache is dropped. */
 const SETTLE_MS = 1_000;
+/** Invalidations remembered beyond twice the names cached (see forgetInvalidations). */
+const INVALIDATIONS_KEPT = 10_000;
 
 /**
  * Every namespace in memory, so Get and List never touch the database on the hot path. Writes on
@@ -27,6 +29,10 @@ export class NamespaceCache {
   private readonly loading = new Map<string, Promise<NamespaceView | undefined>>();
   /** The re-read of stale names in flight (see refreshStale): which names it covers, from which epoch. */
   private refreshing: { names: Set<string>; epoch: number; done: Promise<Map<string, NamespaceView>> } | undefined;
+  /** The epoch of each name's last invalidation since `floor` (see keeps). */
+  private readonly invalidatedAt = new Map<string, number>();
+  /** Reads begun before this epoch keep nothing: the cache started over, or forgot invalidatedAt. */
+  private floor = 0;
 
   private readonly checks: Periodic;
   private readonly changeListeners = new Set<(name: string | undefined) => void>();
@@ -82,6 +88,9 @@ export class NamespaceCache {
 
   private invalidate(name: string, tell = true): void {
     this.epoch++;
+    // Deleted names would stay here for good: past a bound, reads in flight keep nothing instead.
+    if (this.invalidatedAt.size >= 2 * this.byName.size + INVALIDATIONS_KEPT) this.forgetInvalidations();
+    this.invalidatedAt.set(name, this.epoch);
     this.loading.delete(name);
     this.drop(name);
     if (this.complete) this.stale.add(name);
@@ -108,6 +117,7 @@ export class NamespaceCache {
 
   clear(): void {
     this.epoch++;
+    this.forgetInvalidations();
     this.loading.clear();
     this.refreshing = undefined;
     this.byName.clear();
@@ -127,7 +137,7 @@ export class NamespaceCache {
     const epoch = this.epoch;
     const load = loadNamespaces(this.db, [name])
       .then(([record]) => {
-        if (epoch === this.epoch) {
+        if (this.keeps(name, epoch)) {
           if (record) this.store(record);
           this.stale.delete(name);
         }
@@ -143,22 +153,19 @@ export class NamespaceCache {
   /**
    * Re-reads every stale name in one query, shared by the callers that need any of them: after a
    * burst of writes (a batch create of a thousand names) the next reads cost one query, not one
-   * each. Returns what was read, by name, whether or not it could be kept: a change announced
-   * meanwhile (the epoch moved) leaves the names stale for the next read, and a caller who comes
-   * after that change never shares a read begun before it (a Get after an Update on this replica
-   * would answer the old row).
+   * each. Returns what was read, by name; a name changed again meanwhile is not kept (see keeps) and
+   * stays stale, and a caller who needs it never shares this read (a Get after an Update on this
+   * replica would answer the old row).
    */
   private refreshStale(needed: Iterable<string>): Promise<Map<string, NamespaceView>> {
     const current = this.refreshing;
-    if (current?.epoch === this.epoch && [...needed].every((name) => current.names.has(name))) return current.done;
+    if (current && [...needed].every((name) => current.names.has(name) && this.keeps(name, current.epoch))) return current.done;
     const names = [...this.stale];
     const epoch = this.epoch;
     const done = loadNamespaces(this.db, names)
       .then((records) => {
-        if (epoch === this.epoch) {
-          for (const record of records) this.store(record);
-          for (const name of names) this.stale.delete(name);
-        }
+        for (const record of records) if (this.keeps(record.name, epoch)) this.store(record);
+        for (const name of names) if (this.keeps(name, epoch)) this.stale.delete(name);
         return new Map(records.map((record) => [record.name, record]));
       })
       .finally(() => {
@@ -166,6 +173,20 @@ export class NamespaceCache {
       });
     this.refreshing = { names: new Set(names), epoch, done };
     return done;
+  }
+
+  /**
+   * Whether what a read begun at `epoch` found for `name` may be kept: the name has not been said to
+   * change since. Judged per name, so that under a steady stream of writes to some namespaces the
+   * others are still cached, and the stale ones do not pile up.
+   */
+  private keeps(name: string, epoch: number): boolean {
+    return epoch >= this.floor && (this.invalidatedAt.get(name) ?? 0) <= epoch;
+  }
+
+  private forgetInvalidations(): void {
+    this.invalidatedAt.clear();
+    this.floor = this.epoch;
   }
 
   /** The namespace whose token this is. */
@@ -185,12 +206,14 @@ export class NamespaceCache {
       }
       const epoch = this.epoch;
       const records = await loadNamespaces(this.db);
-      if (epoch !== this.epoch) continue;
+      if (epoch < this.floor || this.complete) continue;
       this.byName.clear();
       this.byToken.clear();
       this.complete = true;
-      for (const record of records) this.store(record);
+      for (const record of records) if (this.keeps(record.name, epoch)) this.store(record);
+      // Names said to change while the whole was read (created ones among them) are read again.
       this.stale.clear();
+      for (const [name, at] of this.invalidatedAt) if (at > epoch) this.stale.add(name);
     }
     // Writes keep landing while we read: serve a consistent read without caching it.
     return sortByMtime(await loadNamespaces(this.db));
