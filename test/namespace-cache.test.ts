@@ -55,6 +55,13 @@ async function recordingCache() {
   };
 }
 
+/** Waits, with the function it returns, until the cache has heard `count` notices of a name. */
+function countNotices(cache: NamespaceCache): (name: string, count: number) => Promise<void> {
+  const notices: string[] = [];
+  cache.onChange((name) => notices.push(name ?? "*"));
+  return (name, count) => until(() => notices.filter((n) => n === name).length >= count, 5_000, `notice ${count} of ${name}`);
+}
+
 describe("the namespace cache", () => {
   it("reads every namespace once when its checks start, and answers from memory after that", async () => {
     const names = Array.from({ length: 30 }, (_, i) => `filled-${i}`);
@@ -110,10 +117,7 @@ describe("the namespace cache", () => {
     try {
       await cache.list();
       const names = ["calm-1", "calm-2", "calm-3", "churn"];
-      const notices: string[] = [];
-      cache.onChange((name) => notices.push(name ?? "*"));
-      const noticed = (name: string, count: number) =>
-        until(() => notices.filter((n) => n === name).length >= count, 5_000, `notice ${count} of ${name}`);
+      const noticed = countNotices(cache);
       await writer.admin.namespaces.batchCreateNamespaces({ namespaces: names.map((name) => ({ name })) });
       for (const name of names) await noticed(name, 1);
       // The names are stale now; a read of them is held while "churn" changes again.
@@ -130,6 +134,58 @@ describe("the namespace cache", () => {
       expect(reads()).toBe(2);
       expect((await cache.get("churn"))?.comment).toBe("again");
       expect(reads()).toBe(3);
+    } finally {
+      await stop();
+    }
+  });
+
+  it("never answers a read begun before a change to a caller who comes after it, nor brings back a deleted name", async () => {
+    const { cache, hold, release, stop } = await recordingCache();
+    try {
+      await cache.list();
+      const noticed = countNotices(cache);
+      await writer.admin.namespaces.batchCreateNamespaces({ namespaces: [{ name: "changing", comment: "one" }, { name: "leaving" }] });
+      await noticed("changing", 1);
+      await noticed("leaving", 1);
+      hold();
+      const before = [cache.get("changing"), cache.get("leaving")];
+      await writer.admin.namespaces.updateNamespace({ namespace: { name: "changing", comment: "two" } });
+      await writer.admin.namespaces.deleteNamespace({ name: "leaving" });
+      await noticed("changing", 2);
+      await noticed("leaving", 2);
+      const after = [cache.get("changing"), cache.get("leaving")];
+      release();
+      await Promise.all(before);
+      const [changing, leaving] = await Promise.all(after);
+      expect(changing?.comment).toBe("two");
+      expect(leaving).toBeUndefined();
+      expect((await cache.get("changing"))?.comment).toBe("two");
+      expect(await cache.get("leaving")).toBeUndefined();
+    } finally {
+      await stop();
+    }
+  });
+
+  it("finds a namespace by its token while it changes on every read of it", async () => {
+    const { cache, reads, hold, release, stop } = await recordingCache();
+    try {
+      await cache.list();
+      const noticed = countNotices(cache);
+      const created = (await writer.admin.namespaces.createNamespace({ namespace: { name: "restless" } })).namespace!;
+      await noticed("restless", 1);
+      // Every read of the stale name is overtaken by another change to it (registrations into a
+      // namespace announce it each time), so the cache gives up and answers from a read of the whole.
+      hold();
+      const found = cache.findByToken(created.token!);
+      for (let change = 1; change <= 4; change++) {
+        await until(() => reads() === 1 + change, 5_000, `read ${change}`);
+        await writer.admin.namespaces.updateNamespace({ namespace: { name: "restless", comment: `change ${change}` } });
+        await noticed("restless", 1 + change);
+        release();
+        hold();
+      }
+      release();
+      expect((await found)?.name).toBe("restless");
     } finally {
       await stop();
     }

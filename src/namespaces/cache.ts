@@ -29,6 +29,8 @@ export class NamespaceCache {
   private readonly loading = new Map<string, Promise<NamespaceView | undefined>>();
   /** The re-read of stale names in flight (see refreshStale): which names it covers, from which epoch. */
   private refreshing: { names: Set<string>; epoch: number; done: Promise<Map<string, NamespaceView>> } | undefined;
+  /** The read of every namespace in flight, and the epoch it began at. */
+  private loadingAll: { epoch: number; done: Promise<NamespaceView[]> } | undefined;
   /** The epoch of each name's last invalidation since `floor` (see keeps). */
   private readonly invalidatedAt = new Map<string, number>();
   /** Reads begun before this epoch keep nothing: the cache started over, or forgot invalidatedAt. */
@@ -119,6 +121,7 @@ export class NamespaceCache {
     this.epoch++;
     this.forgetInvalidations();
     this.loading.clear();
+    this.loadingAll = undefined;
     this.refreshing = undefined;
     this.byName.clear();
     this.byToken.clear();
@@ -192,8 +195,11 @@ export class NamespaceCache {
   /** The namespace whose token this is. */
   async findByToken(token: string): Promise<NamespaceView | undefined> {
     // Only a complete cache without stale entries can answer "no such token".
-    if (!this.complete || this.stale.size > 0) await this.list();
-    return this.byToken.get(token);
+    if (this.complete && this.stale.size === 0) return this.byToken.get(token);
+    // A namespace changing all the time (registrations into it) may never settle in the cache: the
+    // list read for it then has it.
+    const all = await this.list();
+    return this.byToken.get(token) ?? all.find((record) => record.token === token);
   }
 
   /** All namespaces, newest modification first (ties by name). */
@@ -204,8 +210,12 @@ export class NamespaceCache {
         await this.refreshStale(this.stale);
         continue;
       }
-      const epoch = this.epoch;
-      const records = await loadNamespaces(this.db);
+      // Callers that find the cache incomplete at once (a replica starting) share one read of the whole.
+      const load = (this.loadingAll ??= { epoch: this.epoch, done: loadNamespaces(this.db) });
+      const records = await load.done.finally(() => {
+        if (this.loadingAll === load) this.loadingAll = undefined;
+      });
+      const { epoch } = load;
       if (epoch < this.floor || this.complete) continue;
       this.byName.clear();
       this.byToken.clear();

@@ -29,7 +29,8 @@ export async function loadNamespaces(db: Db, names?: string[]): Promise<Namespac
     ]);
   if (names !== undefined) {
     if (names.length === 0) return [];
-    query = query.where("n.name", "in", names);
+    // One array parameter, however many names: a list of parameters stops at 65,535.
+    query = query.where(sql<boolean>`n.name = any(${names}::text[])`);
   }
   return query.execute();
 }
