@@ -25,7 +25,7 @@ afterAll(async () => {
  */
 async function recordingCache() {
   const recording = recordingDb(url, 2);
-  const { statements } = recording;
+  const { statements, parameters } = recording;
   let held: PromiseWithResolvers<void> | undefined;
   const gate: KyselyPlugin = {
     transformQuery: ({ node }) => node,
@@ -41,9 +41,12 @@ async function recordingCache() {
   const cache = new NamespaceCache(db, notifications, logger);
   await notifications.start();
   const reads = () => statements.filter((s) => /from "namespaces"/.test(s)).length;
+  /** The names the last read of some names asked for. */
+  const lastNames = () => parameters[statements.findLastIndex((s) => /from "namespaces"/.test(s))]?.[0];
   return {
     cache,
     reads,
+    lastNames,
     hold: () => (held = Promise.withResolvers()),
     release: () => held?.resolve(),
     stop: async () => {
@@ -186,6 +189,34 @@ describe("the namespace cache", () => {
       }
       release();
       expect((await found)?.name).toBe("restless");
+    } finally {
+      await stop();
+    }
+  });
+
+  it("reads a name changed during a read of the backlog again alone", async () => {
+    const { cache, reads, lastNames, hold, release, stop } = await recordingCache();
+    try {
+      await cache.list();
+      const noticed = countNotices(cache);
+      const names = Array.from({ length: 20 }, (_, i) => `wave-${i}`);
+      await writer.admin.namespaces.batchCreateNamespaces({ namespaces: names.map((name) => ({ name })) });
+      for (const name of names) await noticed(name, 1);
+      hold();
+      const first = cache.get("wave-0");
+      await until(() => reads() === 2, 5_000, "the read of the backlog");
+      expect(lastNames()).toHaveLength(20);
+      await writer.admin.namespaces.updateNamespace({ namespace: { name: "wave-7", comment: "moved" } });
+      await noticed("wave-7", 2);
+      const changed = cache.get("wave-7");
+      await until(() => reads() === 3, 5_000, "the read of the changed name");
+      expect(lastNames()).toEqual(["wave-7"]);
+      release();
+      expect((await first)?.name).toBe("wave-0");
+      expect((await changed)?.comment).toBe("moved");
+      const rest = await Promise.all(names.map((name) => cache.get(name)));
+      expect(rest.map((row) => row?.name)).toEqual(names);
+      expect(reads()).toBe(3);
     } finally {
       await stop();
     }

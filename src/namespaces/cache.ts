@@ -10,6 +10,13 @@ const SETTLE_MS = 1_000;
 /** Invalidations remembered beyond twice the names cached (see forgetInvalidations). */
 const INVALIDATIONS_KEPT = 10_000;
 
+/** A read of stale names in flight: which, from which epoch (see keeps), and what it found by name. */
+interface Refresh {
+  names: Set<string>;
+  epoch: number;
+  done: Promise<Map<string, NamespaceView>>;
+}
+
 /**
  * Every namespace in memory, so Get and List never touch the database on the hot path. Writes on
  * any replica send the changed name on NAMESPACES_CHANNEL; the entry is dropped and re-read on next
@@ -27,8 +34,8 @@ export class NamespaceCache {
   private readonly byToken = new Map<string, NamespaceView>();
   /** Reads of one name in flight, shared by callers that miss at once (a thousand watchers re-checking access after one notice). */
   private readonly loading = new Map<string, Promise<NamespaceView | undefined>>();
-  /** The re-read of stale names in flight (see refreshStale): which names it covers, from which epoch. */
-  private refreshing: { names: Set<string>; epoch: number; done: Promise<Map<string, NamespaceView>> } | undefined;
+  /** The re-reads of stale names in flight (see refreshStale). */
+  private readonly refreshes = new Set<Refresh>();
   /** The read of every namespace in flight, and the epoch it began at. */
   private loadingAll: { epoch: number; done: Promise<NamespaceView[]> } | undefined;
   /** The epoch of each name's last invalidation since `floor` (see keeps). */
@@ -122,7 +129,7 @@ export class NamespaceCache {
     this.forgetInvalidations();
     this.loading.clear();
     this.loadingAll = undefined;
-    this.refreshing = undefined;
+    this.refreshes.clear();
     this.byName.clear();
     this.byToken.clear();
     this.stale.clear();
@@ -154,28 +161,58 @@ export class NamespaceCache {
   }
 
   /**
-   * Re-reads every stale name in one query, shared by the callers that need any of them: after a
-   * burst of writes (a batch create of a thousand names) the next reads cost one query, not one
-   * each. Returns what was read, by name; a name changed again meanwhile is not kept (see keeps) and
-   * stays stale, and a caller who needs it never shares this read (a Get after an Update on this
-   * replica would answer the old row).
+   * The rows of `needed` (stale names), read again: each from a re-read in flight that covers it and
+   * may keep it (see keeps), the rest by a new one of every stale name no re-read in flight covers.
+   * After a burst of writes (a batch create of a thousand names) the next reads cost one query, not
+   * one each; a name changed again while a re-read was under way is read again alone, not with the
+   * whole backlog. A caller never shares a read begun before a change to the name it needs (a Get
+   * after an Update on this replica would answer the old row).
    */
-  private refreshStale(needed: Iterable<string>): Promise<Map<string, NamespaceView>> {
-    const current = this.refreshing;
-    if (current && [...needed].every((name) => current.names.has(name) && this.keeps(name, current.epoch))) return current.done;
-    const names = [...this.stale];
+  private async refreshStale(needed: Iterable<string>): Promise<Map<string, NamespaceView>> {
+    const from = new Map<string, Refresh>();
+    const uncovered: string[] = [];
+    for (const name of needed) {
+      const refresh = this.coverOf(name);
+      if (refresh) from.set(name, refresh);
+      else uncovered.push(name);
+    }
+    if (uncovered.length > 0) {
+      const refresh = this.startRefresh();
+      for (const name of uncovered) from.set(name, refresh);
+    }
+    // Awaited together: a failed read is seen by every caller that needed it, none left unhandled.
+    const refreshes = [...new Set(from.values())];
+    const results = await Promise.all(refreshes.map((refresh) => refresh.done));
+    const found = new Map<string, NamespaceView>();
+    for (const [name, refresh] of from) {
+      const record = results[refreshes.indexOf(refresh)]!.get(name);
+      if (record) found.set(name, record);
+    }
+    return found;
+  }
+
+  /** The re-read in flight that covers `name` and may keep what it finds for it. */
+  private coverOf(name: string): Refresh | undefined {
+    for (const refresh of this.refreshes) if (refresh.names.has(name) && this.keeps(name, refresh.epoch)) return refresh;
+    return undefined;
+  }
+
+  private startRefresh(): Refresh {
+    const names = [...this.stale].filter((name) => !this.coverOf(name));
     const epoch = this.epoch;
-    const done = loadNamespaces(this.db, names)
-      .then((records) => {
-        for (const record of records) if (this.keeps(record.name, epoch)) this.store(record);
-        for (const name of names) if (this.keeps(name, epoch)) this.stale.delete(name);
-        return new Map(records.map((record) => [record.name, record]));
-      })
-      .finally(() => {
-        if (this.refreshing?.done === done) this.refreshing = undefined;
-      });
-    this.refreshing = { names: new Set(names), epoch, done };
-    return done;
+    const refresh: Refresh = {
+      names: new Set(names),
+      epoch,
+      done: loadNamespaces(this.db, names)
+        .then((records) => {
+          for (const record of records) if (this.keeps(record.name, epoch)) this.store(record);
+          for (const name of names) if (this.keeps(name, epoch)) this.stale.delete(name);
+          return new Map(records.map((record) => [record.name, record]));
+        })
+        .finally(() => this.refreshes.delete(refresh)),
+    };
+    this.refreshes.add(refresh);
+    return refresh;
   }
 
   /**

@@ -30,16 +30,22 @@ export async function query(databaseUrl: string, text: string, values: unknown[]
 }
 
 /**
- * A database handle of its own on `databaseUrl` that keeps the text of every statement it runs, for
- * tests that count what a piece of the service asks the database; destroy it when done.
+ * A database handle of its own on `databaseUrl` that keeps the text of every statement it runs, and
+ * its parameters, for tests that count what a piece of the service asks the database; destroy it
+ * when done.
  */
-export function recordingDb(databaseUrl: string, poolSize: number): { db: Db; statements: string[] } {
+export function recordingDb(
+  databaseUrl: string,
+  poolSize: number,
+): { db: Db; statements: string[]; parameters: (readonly unknown[])[] } {
   const statements: string[] = [];
+  const parameters: (readonly unknown[])[] = [];
   const db = new Kysely<Database>({
     dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: databaseUrl, max: poolSize }) }),
     log: (event) => {
       statements.push(event.query.sql);
+      parameters.push(event.query.parameters);
     },
   });
-  return { db, statements };
+  return { db, statements, parameters };
 }
