@@ -58,6 +58,23 @@ async function recordingCache() {
   };
 }
 
+/**
+ * Runs `body` on a recording cache of its own (see recordingCache), read whole first unless `filled`
+ * is false, and stops it after.
+ */
+async function withCache(
+  body: (cache: Omit<Awaited<ReturnType<typeof recordingCache>>, "stop">) => Promise<void>,
+  { filled = true } = {},
+): Promise<void> {
+  const { stop, ...recording } = await recordingCache();
+  try {
+    if (filled) await recording.cache.list();
+    await body(recording);
+  } finally {
+    await stop();
+  }
+}
+
 /** Waits, with the function it returns, until the cache has heard `count` notices of a name. */
 function countNotices(cache: NamespaceCache): (name: string, count: number) => Promise<void> {
   const notices: string[] = [];
@@ -69,8 +86,7 @@ describe("the namespace cache", () => {
   it("reads every namespace once when its checks start, and answers from memory after that", async () => {
     const names = Array.from({ length: 30 }, (_, i) => `filled-${i}`);
     await writer.admin.namespaces.batchCreateNamespaces({ namespaces: names.map((name) => ({ name })) });
-    const { cache, reads, stop } = await recordingCache();
-    try {
+    await withCache(async ({ cache, reads }) => {
       // An hour between checks: only the read made as they start can fill it.
       cache.startChecks(3_600_000);
       await until(() => reads() === 1, 5_000, "the first read");
@@ -78,15 +94,11 @@ describe("the namespace cache", () => {
       expect(found.map((row) => row?.name)).toEqual(names);
       expect(await cache.get("never-created")).toBeUndefined();
       expect(reads()).toBe(1);
-    } finally {
-      await stop();
-    }
+    }, { filled: false });
   });
 
   it("reads the names changed in a burst again together, not one query each", async () => {
-    const { cache, reads, stop } = await recordingCache();
-    try {
-      await cache.list();
+    await withCache(async ({ cache, reads }) => {
       expect(reads()).toBe(1);
       const names = Array.from({ length: 40 }, (_, i) => `burst-${i}`);
       await writer.admin.namespaces.batchCreateNamespaces({ namespaces: names.map((name) => ({ name, comment: "burst" })) });
@@ -97,28 +109,20 @@ describe("the namespace cache", () => {
       // One read for the burst; a notice arriving after the first read costs one more at most each.
       // A read per name made 40.
       expect(reads() - 1).toBeLessThanOrEqual(3);
-    } finally {
-      await stop();
-    }
+    });
   });
 
   it("reads a cached name again once it changes", async () => {
-    const { cache, stop } = await recordingCache();
-    try {
-      await cache.list();
+    await withCache(async ({ cache }) => {
       await writer.admin.namespaces.createNamespace({ namespace: { name: "moving", comment: "first" } });
       await until(async () => (await cache.get("moving"))?.comment === "first", 5_000, "the first comment");
       await writer.admin.namespaces.updateNamespace({ namespace: { name: "moving", comment: "second" } });
       await until(async () => (await cache.get("moving"))?.comment === "second", 5_000, "the second comment");
-    } finally {
-      await stop();
-    }
+    });
   });
 
   it("keeps what it read of the names that did not change again meanwhile", async () => {
-    const { cache, reads, hold, release, stop } = await recordingCache();
-    try {
-      await cache.list();
+    await withCache(async ({ cache, reads, hold, release }) => {
       const names = ["calm-1", "calm-2", "calm-3", "churn"];
       const noticed = countNotices(cache);
       await writer.admin.namespaces.batchCreateNamespaces({ namespaces: names.map((name) => ({ name })) });
@@ -137,15 +141,11 @@ describe("the namespace cache", () => {
       expect(reads()).toBe(2);
       expect((await cache.get("churn"))?.comment).toBe("again");
       expect(reads()).toBe(3);
-    } finally {
-      await stop();
-    }
+    });
   });
 
   it("never answers a read begun before a change to a caller who comes after it, nor brings back a deleted name", async () => {
-    const { cache, hold, release, stop } = await recordingCache();
-    try {
-      await cache.list();
+    await withCache(async ({ cache, hold, release }) => {
       const noticed = countNotices(cache);
       await writer.admin.namespaces.batchCreateNamespaces({ namespaces: [{ name: "changing", comment: "one" }, { name: "leaving" }] });
       await noticed("changing", 1);
@@ -164,15 +164,11 @@ describe("the namespace cache", () => {
       expect(leaving).toBeUndefined();
       expect((await cache.get("changing"))?.comment).toBe("two");
       expect(await cache.get("leaving")).toBeUndefined();
-    } finally {
-      await stop();
-    }
+    });
   });
 
   it("finds a namespace by its token while it changes on every read of it", async () => {
-    const { cache, reads, hold, release, stop } = await recordingCache();
-    try {
-      await cache.list();
+    await withCache(async ({ cache, reads, hold, release }) => {
       const noticed = countNotices(cache);
       const created = (await writer.admin.namespaces.createNamespace({ namespace: { name: "restless" } })).namespace!;
       await noticed("restless", 1);
@@ -189,15 +185,11 @@ describe("the namespace cache", () => {
       }
       release();
       expect((await found)?.name).toBe("restless");
-    } finally {
-      await stop();
-    }
+    });
   });
 
   it("reads a name changed during a read of the backlog again alone", async () => {
-    const { cache, reads, lastNames, hold, release, stop } = await recordingCache();
-    try {
-      await cache.list();
+    await withCache(async ({ cache, reads, lastNames, hold, release }) => {
       const noticed = countNotices(cache);
       const names = Array.from({ length: 20 }, (_, i) => `wave-${i}`);
       await writer.admin.namespaces.batchCreateNamespaces({ namespaces: names.map((name) => ({ name })) });
@@ -217,8 +209,6 @@ describe("the namespace cache", () => {
       const rest = await Promise.all(names.map((name) => cache.get(name)));
       expect(rest.map((row) => row?.name)).toEqual(names);
       expect(reads()).toBe(3);
-    } finally {
-      await stop();
-    }
+    });
   });
 });

@@ -20,11 +20,10 @@ const POINT_VALUES = 76 * 3;
 /**
  * How open each face's eyes are, read by Human's iris model: the gap between the lids over the eye's
  * width, for the more closed of its eyes whose crops lie wholly in the frame (a crop cut off at the
- * edge shows the model half an eye), so a face half out of the frame is read by the eye still in
- * it; null for a face with neither. The mesh model cannot tell:
- * it reads lids lowered over eyes that look down as open (0.26-0.33 on the test footage's downcast
- * faces, 0.30-0.35 on open eyes), while the iris model finds them 0.05-0.15 against 0.23-0.45 for
- * open ones. Both eyes of every face go through the model in one batch, every crop mirrored, as
+ * edge shows the model half an eye), so a face half out of the frame is read by the eye still in it;
+ * null for a face with neither. The mesh model cannot tell: it reads lids lowered over eyes that look
+ * down as open (0.26-0.33 on the test footage's downcast faces, 0.30-0.35 on open eyes), while the
+ * iris model finds them 0.05-0.15 against 0.23-0.45 for open ones. Both eyes of every face go through the model in one batch, every crop mirrored, as
  * Human 3 mirrors both: unmirrored, the downcast eyes of sample2's right face read 0.13-0.22 rather
  * than 0.05-0.07, and open eyes read about as open either way.
  *
@@ -40,14 +39,14 @@ export async function eyeOpenness(human: Human, frame: RgbImage, meshes: readonl
   const boxes = meshes.map((mesh) => EYE_CORNERS.map(([outer, inner]) => eyeBox(mesh[outer], mesh[inner], frame)));
   // Every eye whose crop lies in the frame, as [face, box].
   const eyes = boxes.flatMap((pair, face) => pair.flatMap((box) => (box ? [[face, box] as const] : [])));
-  if (eyes.length === 0) return meshes.map(() => null);
+  const openness: (number | null)[] = meshes.map(() => null);
+  if (eyes.length === 0) return openness;
   const output = tf.tidy(() => {
     const crops = eyes.map(([, box]) => modelInput(tf, frame, box, size));
     return model.execute(tf.image.flipLeftRight(tf.concat(crops, 0) as import("@tensorflow/tfjs-core").Tensor4D)) as TfTensor;
   });
   try {
     const values = (await output.data()) as Float32Array;
-    const openness: (number | null)[] = meshes.map(() => null);
     eyes.forEach(([face], k) => {
       const gap = lidGap(values.subarray(k * POINT_VALUES));
       openness[face] = Math.min(openness[face] ?? Infinity, gap);

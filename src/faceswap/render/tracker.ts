@@ -73,6 +73,8 @@ export class FaceTracker {
   }
 
   private start(frame: number, face: FaceData): Track {
+    // The first reading holds at once: a face first seen looking down is not faded in from open.
+    const reading = face.eyes != null ? lidsLowered(face.eyes) : undefined;
     const track: Track = {
       id: this.nextId++,
       box: face.box,
@@ -80,8 +82,8 @@ export class FaceTracker {
       depth: face.depth,
       velocity: new Float32Array(face.mesh.length),
       poseVelocity: new Float64Array(4),
-      lowered: face.eyes != null ? lidsLowered(face.eyes) : 0,
-      loweredTo: face.eyes != null ? lidsLowered(face.eyes) : undefined,
+      lowered: reading ?? 0,
+      loweredTo: reading,
       shape: new NeutralShape(face.mesh),
       lastFrame: frame,
       runFrom: frame,
