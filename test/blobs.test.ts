@@ -1,14 +1,16 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import fs from "node:fs/promises";
+import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { Readable } from "node:stream";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { BlobTooLargeError, type BlobStore } from "../src/platform/blobs/blob-store.js";
 import { LocalBlobStore } from "../src/platform/blobs/local-blob-store.js";
 import { S3BlobStore } from "../src/platform/blobs/s3-blob-store.js";
 import { parseRange } from "../src/transport/http/blob-routes.js";
+import { recordingLogger } from "./support/logs.js";
 import { startS3Server, type S3Server } from "./support/s3.js";
 
 const BUCKET = "blobs-test";
@@ -44,10 +46,14 @@ interface Fixture {
   leftovers(): Promise<string[]>;
 }
 
-async function s3Store(prefix = `t-${randomUUID()}`): Promise<{ store: S3BlobStore; scratch: string }> {
+async function s3Store(
+  prefix = `t-${randomUUID()}`,
+  endpoint = s3Endpoint,
+): Promise<{ store: S3BlobStore; scratch: string; logs: Record<string, unknown>[] }> {
   const scratch = await tempDir("s3-scratch");
-  const store = new S3BlobStore({ bucket: BUCKET, region: "us-east-1", endpoint: s3Endpoint, forcePathStyle: true, prefix, tempDir: scratch });
-  return { store, scratch };
+  const { logger, logs } = recordingLogger("warn");
+  const store = new S3BlobStore({ bucket: BUCKET, region: "us-east-1", endpoint, forcePathStyle: true, prefix, tempDir: scratch, logger });
+  return { store, scratch, logs };
 }
 
 interface Implementation {
@@ -241,6 +247,102 @@ describe("S3BlobStore prefixes", () => {
     expect(await root.stat(`${prefix}/k/blob.bin`)).toEqual({ size: 6 });
     await root.deletePrefix(prefix);
     expect(await scoped.stat("k/blob.bin")).toBeUndefined();
+  });
+});
+
+/**
+ * A TCP proxy to the S3 server that cuts the connection of each of the next `drops` uploads once
+ * 64 KiB of it have gone through, as a network fault or a restarting load balancer would.
+ */
+async function droppingProxy(drops: number): Promise<{ endpoint: string; close(): Promise<void> }> {
+  const target = new URL(s3Endpoint);
+  let left = drops;
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port), target.hostname);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on("error", () => {});
+      socket.on("close", () => sockets.delete(socket));
+    }
+    let cutAfter = Infinity;
+    let forwarded = 0;
+    client.on("data", (chunk: Buffer) => {
+      if (left > 0 && chunk.subarray(0, 4).toString("latin1") === "PUT ") {
+        left--;
+        cutAfter = forwarded + 64 * 1024;
+      }
+      upstream.write(chunk);
+      forwarded += chunk.length;
+      if (forwarded >= cutAfter) {
+        client.destroy();
+        upstream.destroy();
+      }
+    });
+    upstream.pipe(client);
+    client.on("close", () => upstream.destroy());
+    upstream.on("close", () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as net.AddressInfo;
+  return {
+    endpoint: `http://127.0.0.1:${port}`,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+describe("S3BlobStore uploads over a failing network", () => {
+  const bytes = randomBytes(2 * MiB);
+
+  it("sends an upload again from the start when its connection drops", async () => {
+    const proxy = await droppingProxy(2);
+    const warn = vi.spyOn(console, "warn");
+    try {
+      const { store, scratch, logs } = await s3Store(undefined, proxy.endpoint);
+      expect(await store.put("k/video.mp4", streamOf(bytes), { maxBytes: 4 * MiB })).toEqual({ size: bytes.length });
+      expect((await readAll(await store.read("k/video.mp4"))).equals(bytes)).toBe(true);
+      expect(logs.filter((line) => line.event === "s3_upload_retry").map((line) => line.attempt)).toEqual([1, 2]);
+      expect(await fs.readdir(scratch, { recursive: true })).toEqual([]);
+      // The SDK's own warning comes as a log line too, not as plain text on the console.
+      expect(warn).not.toHaveBeenCalled();
+    } finally {
+      warn.mockRestore();
+      await proxy.close();
+    }
+  });
+
+  // s3rver keeps the part of a cut upload it received (S3 stores nothing), so only the store's
+  // own account of the failure is checked here.
+  it("gives up after three tries and leaves no spool behind", async () => {
+    const proxy = await droppingProxy(3);
+    try {
+      const { store, scratch, logs } = await s3Store(undefined, proxy.endpoint);
+      await expect(store.put("k/video.mp4", streamOf(bytes), { maxBytes: 4 * MiB })).rejects.toMatchObject({ code: "ECONNRESET" });
+      expect(logs.filter((line) => line.event === "s3_upload_retry")).toHaveLength(2);
+      expect(await fs.readdir(scratch, { recursive: true })).toEqual([]);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("does not send again an upload the server refused", async () => {
+    const { logger, logs } = recordingLogger("warn");
+    const missingBucket = new S3BlobStore({
+      bucket: "no-such-bucket",
+      region: "us-east-1",
+      endpoint: s3Endpoint,
+      forcePathStyle: true,
+      prefix: "",
+      tempDir: await tempDir("s3-scratch"),
+      logger,
+    });
+    // Small enough to be sent whole before the server answers: s3rver closes the connection on its
+    // refusal, and a larger body meets the closed socket first.
+    await expect(missingBucket.put("k/video.mp4", streamOf(bytes.subarray(0, 1024)), { maxBytes: 4 * MiB })).rejects.toThrow(/bucket/i);
+    expect(logs.filter((line) => line.event === "s3_upload_retry")).toEqual([]);
   });
 });
 

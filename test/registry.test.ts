@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import { Writable } from "node:stream";
 import { sql } from "kysely";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
@@ -9,7 +8,6 @@ import { NamespaceCache } from "../src/namespaces/cache.js";
 import { NAMESPACES_CHANNEL } from "../src/platform/db/channels.js";
 import { preparedMark } from "../src/platform/db/database.js";
 import { Notifications } from "../src/platform/db/notifications.js";
-import { createLogger } from "../src/platform/logger.js";
 import { Metrics } from "../src/platform/metrics.js";
 import { ChangeFeed } from "../src/registry/change-feed.js";
 import { HeartbeatBatcher } from "../src/registry/heartbeats.js";
@@ -18,6 +16,7 @@ import { createAccountWithKey } from "./support/accounts.js";
 import { ADMIN_TOKEN, startTestApp, useTwoReplicas, type TestApp } from "./support/app.js";
 import { query, recordingDb } from "./support/database.js";
 import { failure, until } from "./support/expect.js";
+import { recordingLogger } from "./support/logs.js";
 import { streamReader } from "./support/streams.js";
 import { heldOpen } from "./support/transactions.js";
 
@@ -35,14 +34,7 @@ useTwoReplicas({ INSTANCE_EXPIRY_SWEEP_MS: "100" }, (replicas) => ({ a, b, datab
  */
 async function recordingBatcher(url = databaseUrl) {
   const { db, statements } = recordingDb(url, 2);
-  const logs: Record<string, unknown>[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _encoding, callback) {
-      for (const line of chunk.toString("utf8").split("\n")) if (line.trim()) logs.push(JSON.parse(line));
-      callback();
-    },
-  });
-  const logger = createLogger("warn", sink);
+  const { logger, logs } = recordingLogger("warn");
   const notifications = new Notifications(databaseUrl, logger);
   const namespaces = new NamespaceCache(db, notifications, logger);
   const feed = new ChangeFeed({ db, notifications, namespaces, logger, metrics: new Metrics(), checkMs: 60_000, kept: 100 });

@@ -7,6 +7,7 @@ import { S3BlobStore } from "../platform/blobs/s3-blob-store.js";
 import { UrlSigner } from "../platform/blobs/signed-urls.js";
 import { sharedSigningSecret } from "../platform/blobs/signing-secret.js";
 import { MediaProbes } from "../platform/media/probes.js";
+import type { Logger } from "../platform/logger.js";
 import type { Platform } from "../platform/module.js";
 import { blobRoutes } from "../transport/http/blob-routes.js";
 import type { Capability } from "../transport/module.js";
@@ -34,7 +35,7 @@ export interface FaceSwapModuleOptions {
 export async function faceSwapModule(platform: Platform, { events, publicUrl }: FaceSwapModuleOptions): Promise<Capability> {
   const { config, db, notifications, logger, metrics, guard } = platform;
   const jobMetrics = new JobMetrics(metrics, db);
-  const blobs = await openBlobStore(config);
+  const blobs = await openBlobStore(config, logger);
   const probes = new MediaProbes(db, blobs);
   const signer = new UrlSigner(config.blobs.signingSecret ?? (await sharedSigningSecret(db)), publicUrl);
   const sources = new SourceResolver({
@@ -101,9 +102,9 @@ export async function faceSwapModule(platform: Platform, { events, publicUrl }: 
  * The blob store: the configured S3 bucket, or DATA_DIR/blobs. S3's spool and copies live in
  * DATA_DIR/tmp/s3, emptied at start (what a killed process left there belongs to nobody).
  */
-async function openBlobStore(config: Config): Promise<BlobStore> {
+async function openBlobStore(config: Config, logger: Logger): Promise<BlobStore> {
   if (!config.blobs.s3) return new LocalBlobStore(path.join(config.dataDir, "blobs"));
   const tempDir = path.join(config.dataDir, "tmp", "s3");
   await fs.rm(tempDir, { recursive: true, force: true });
-  return new S3BlobStore({ ...config.blobs.s3, tempDir });
+  return new S3BlobStore({ ...config.blobs.s3, tempDir, logger });
 }

@@ -1,10 +1,9 @@
-import { Writable } from "node:stream";
 import { afterAll, beforeAll } from "vitest";
 import { startApp, type App } from "../../src/app.js";
 import { createClient, type AtriumClient } from "../../src/client/index.js";
 import { loadConfig, type Config } from "../../src/config.js";
-import { createLogger } from "../../src/platform/logger.js";
 import { createTestDatabase } from "./database.js";
+import { recordingLogger } from "./logs.js";
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789";
 
@@ -53,14 +52,8 @@ export async function startTestApp(databaseUrl: string, env: Record<string, stri
     RENDER_PRELOAD: "false",
     ...env,
   });
-  const logs: Record<string, unknown>[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _encoding, callback) {
-      for (const line of chunk.toString("utf8").split("\n")) if (line.trim()) logs.push(JSON.parse(line));
-      callback();
-    },
-  });
-  const app = await startApp(config, createLogger(config.logLevel, sink));
+  const { logger, logs } = recordingLogger(config.logLevel);
+  const app = await startApp(config, logger);
   const grpcAddress = `127.0.0.1:${app.grpcPort}`;
   const httpUrl = `http://127.0.0.1:${app.httpPort}`;
   const clients: AtriumClient[] = [];

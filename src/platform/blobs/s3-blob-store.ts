@@ -4,6 +4,7 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
+import { setTimeout as sleep } from "node:timers/promises";
 import {
   DeleteObjectsCommand,
   GetObjectCommand,
@@ -14,6 +15,7 @@ import {
   paginateListObjectsV2,
 } from "@aws-sdk/client-s3";
 import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
+import type { Logger } from "../logger.js";
 import { contentTypeOf, isBlobKey, writeCapped, type BlobInfo, type BlobStore, type ByteRange, type LocalCopy } from "./blob-store.js";
 
 export interface S3BlobStoreOptions {
@@ -26,10 +28,21 @@ export interface S3BlobStoreOptions {
   prefix: string;
   /** Where uploads are spooled and local copies are made. */
   tempDir: string;
+  logger: Logger;
 }
 
 /** DeleteObjects takes at most this many keys per request. */
 const DELETE_BATCH = 1000;
+
+/** Tries of one upload, as many as the SDK makes of a request whose body it can send again. */
+const UPLOAD_ATTEMPTS = 3;
+/** The wait before the second try; it doubles before each later one. */
+const UPLOAD_RETRY_MS = 200;
+
+/** Network failures that say nothing about the request itself: another connection may well succeed. */
+const TRANSIENT_CODES = new Set(["ECONNRESET", "ECONNREFUSED", "EPIPE", "ETIMEDOUT", "ECONNABORTED"]);
+/** S3's own error codes for a request it could not take this time. */
+const TRANSIENT_NAMES = new Set(["RequestTimeout", "RequestTimeoutException", "TimeoutError", "SlowDown", "Throttling", "ThrottlingException", "InternalError", "ServiceUnavailable"]);
 
 /**
  * Blobs as objects in an S3 bucket (which must exist). Credentials come from the SDK's default chain
@@ -40,8 +53,10 @@ export class S3BlobStore implements BlobStore {
   private readonly bucket: string;
   private readonly prefix: string;
   private readonly tempDir: string;
+  private readonly logger: Logger;
 
   constructor(options: S3BlobStoreOptions) {
+    this.logger = options.logger;
     this.client = new S3Client({
       region: options.region,
       endpoint: options.endpoint,
@@ -49,6 +64,15 @@ export class S3BlobStore implements BlobStore {
       // The SDK's default adds CRC32 checksums to every upload, sent as aws-chunked trailers for
       // streamed bodies, which many S3-compatible services reject or store verbatim.
       requestChecksumCalculation: "WHEN_REQUIRED",
+      // Without a logger the SDK writes its warnings to the console as plain text. It also logs
+      // every request (info) and every failed one (error, a missing blob's 404 included), which
+      // callers see and report as they see fit, so only the warnings come through.
+      logger: {
+        debug: () => {},
+        info: () => {},
+        warn: (...content: unknown[]) => this.logger.warn({ event: "s3_sdk_warning" }, content.map(String).join(" ")),
+        error: () => {},
+      },
     });
     this.bucket = options.bucket;
     this.prefix = options.prefix.replace(/^\/+|\/+$/g, "");
@@ -137,15 +161,27 @@ export class S3BlobStore implements BlobStore {
     return getSignedUrl(this.client, command, { expiresIn: expiresInSeconds });
   }
 
+  /**
+   * The SDK does not retry a request whose body is a stream, as it cannot send the stream again; a
+   * fresh stream of the same file can be, so a dropped connection does not fail a rendered job.
+   */
   private async upload(objectKey: string, file: string, size: number, contentType: string): Promise<void> {
-    const body = createReadStream(file);
-    try {
-      await this.client.send(
-        new PutObjectCommand({ Bucket: this.bucket, Key: objectKey, Body: body, ContentLength: size, ContentType: contentType }),
-      );
-    } finally {
-      // A failed request may leave the stream unread, holding its file open.
-      body.destroy();
+    for (let attempt = 1; ; attempt++) {
+      const body = createReadStream(file);
+      try {
+        await this.client.send(
+          new PutObjectCommand({ Bucket: this.bucket, Key: objectKey, Body: body, ContentLength: size, ContentType: contentType }),
+        );
+        return;
+      } catch (error) {
+        if (attempt >= UPLOAD_ATTEMPTS || !isTransient(error)) throw error;
+        const waitMs = UPLOAD_RETRY_MS * 2 ** (attempt - 1);
+        this.logger.warn({ event: "s3_upload_retry", key: objectKey, attempt, waitMs, err: error }, "S3 upload failed, trying again");
+        await sleep(waitMs);
+      } finally {
+        // A failed request may leave the stream unread, holding its file open.
+        body.destroy();
+      }
     }
   }
 
@@ -167,6 +203,16 @@ export class S3BlobStore implements BlobStore {
     if (!isBlobKey(key)) throw new Error(`not a blob key: ${key}`);
     return this.prefix === "" ? key : `${this.prefix}/${key}`;
   }
+}
+
+function isTransient(error: unknown): boolean {
+  if (error instanceof S3ServiceException) {
+    const status = error.$metadata.httpStatusCode ?? 0;
+    return status >= 500 || status === 429 || TRANSIENT_NAMES.has(error.name);
+  }
+  if (!(error instanceof Error)) return false;
+  const code = (error as NodeJS.ErrnoException).code;
+  return (code !== undefined && TRANSIENT_CODES.has(code)) || TRANSIENT_NAMES.has(error.name);
 }
 
 function isNotFound(error: unknown): boolean {
