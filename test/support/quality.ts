@@ -7,7 +7,7 @@ import { EYE_LIDS, FEATURE_OUTLINES, OVAL } from "../../src/faceswap/render/mesh
 import { iou } from "../../src/faceswap/render/tracker.js";
 import { WorkerPool } from "../../src/faceswap/render/worker-pool.js";
 import type { Logger } from "../../src/platform/logger.js";
-import { descriptorDistance, faceApiDescriptor } from "./recognition.js";
+import { descriptorDistance, faceApiDescriptor, faceApiLandmarks } from "./recognition.js";
 
 /**
  * How one rendered face compares with the same face in the input frame at the same time, measured
@@ -56,6 +56,16 @@ export interface FaceScore {
    * target's own make-up and lips show beside them.
    */
   misplaced: number;
+  /**
+   * `misplaced` as a second, independent model sees it: the largest distance between a landmark of
+   * the eyes, nose and mouth that face-api's 68-point net finds in the input and the same landmark it
+   * finds in the output (FEATURE_POINTS), over the input's outer eye corners' distance. Human's mesh
+   * is the reference of everything else here, so where that mesh is wrong on the input (a head bowed
+   * far down, its eyes placed on the cheeks) the renderer draws the new features off the target's
+   * and `misplaced` sees nothing. NaN (not judged) where face-api's landmarks of the input are not
+   * steady (STEADY_API), as on profiles, or mostly behind an occluder.
+   */
+  misplacedApi: number;
   /** Human faceres similarity to the new face, output minus input (-1: no face found in the output). */
   faceres: number;
   /** face-api descriptor distance to the new face, input minus output (positive: closer). */
@@ -73,7 +83,9 @@ export interface FaceScore {
  * 0.03-0.11 (v2, pan, turned and bench clips; the laughing right face rolled by 44 degrees scores
  * the most); with Human's detector rotation, whose mesh of the pan's left face stopped short of her
  * far cheek, that face scored 0.15-0.23 (make-up and the red lip corner showing past the new face)
- * and the turned head 0.23-0.25.
+ * and the turned head 0.23-0.25. Misplaced as face-api sees it: the input re-encoded 0.01-0.04, the
+ * renderer 0.02-0.10 (v1 and v2 on the test clips; the turned head the most), a face moved by a
+ * fifth of its eye distance 0.20-0.26 and a pasted rectangle 0.17-1.14.
  */
 export const LIMITS = {
   outside: { max: 0.02 },
@@ -85,6 +97,7 @@ export const LIMITS = {
   tone: { min: 0.88, max: 1.12 },
   tint: { max: 2.5 },
   misplaced: { max: 0.14 },
+  misplacedApi: { max: 0.14 },
 } as const;
 
 /**
@@ -132,7 +145,7 @@ export type Measure = keyof typeof LIMITS;
  * 11-22 % of the faces of seven of the ten clip and style pairs (changes past the cheek, flicker on
  * the tilted face); since, on none.
  */
-export const EVERY_FACE: readonly Measure[] = ["outside", "seam", "flicker", "colourStep", "misplaced"];
+export const EVERY_FACE: readonly Measure[] = ["outside", "seam", "flicker", "colourStep", "misplaced", "misplacedApi"];
 
 /**
  * Bound on the share of a clip's faces that fail any of LIMITS (five of the nine judged). The renderer
@@ -143,7 +156,7 @@ export const EVERY_FACE: readonly Measure[] = ["outside", "seam", "flicker", "co
 export const FAILING_LIMIT = { max: 0.56 } as const;
 
 /** Measures that are NaN where they are not judged (see FaceScore). */
-const NOT_ALWAYS_JUDGED: readonly Measure[] = ["tint", "misplaced"];
+const NOT_ALWAYS_JUDGED: readonly Measure[] = ["tint", "misplaced", "misplacedApi"];
 
 type Bounds = { min?: number; max?: number };
 
@@ -206,7 +219,7 @@ export function formatSummary(summary: Summary): string {
   return (
     `outside ${summary.outside.toFixed(3)} speckles ${summary.speckles.toFixed(2)} seam ${summary.seam.toFixed(2)} ` +
     `sharpness ${summary.sharpness.toFixed(2)} flicker ${summary.flicker.toFixed(2)} colour ${summary.colourStep.toFixed(1)} ` +
-    `tone ${summary.tone.toFixed(2)} tint ${summary.tint.toFixed(1)} marks ${summary.marks.toFixed(2)} misplaced ${summary.misplaced.toFixed(2)} ` +
+    `tone ${summary.tone.toFixed(2)} tint ${summary.tint.toFixed(1)} marks ${summary.marks.toFixed(2)} misplaced ${summary.misplaced.toFixed(2)} (face-api ${summary.misplacedApi.toFixed(2)}) ` +
     `faceres ${summary.faceres.toFixed(3)} face-api ${summary.faceApi.toFixed(3)} failing ${(summary.failing * 100).toFixed(0)}% ` +
     `(${EVERY_FACE.join("/")}: ${(summary.failingEvery * 100).toFixed(0)}%)`
   );
@@ -296,6 +309,7 @@ export class QualityJudge {
           tint: marks.enough ? NaN : noseTint(after, face.mesh) - noseTint(before, face.mesh),
           marks: marksKept(after, reg, marks),
           misplaced: steady[i]! ? landmarkShift(face, sameFace(face, swapped), occluders?.[f], before.width) : NaN,
+          misplacedApi: await featureShift(before, after, face.mesh, occluders?.[f]),
           ...(await this.identity(face, before, after, swapped)),
         });
         row.push(tile(before, reg), tile(after, reg));
@@ -634,6 +648,41 @@ function landmarkShift(a: FaceData, b: FaceData | undefined, occluder?: Float32A
   const eyes = Math.hypot(m[2 * 33]! - m[2 * 263]!, m[2 * 33 + 1]! - m[2 * 263 + 1]!);
   if (seen.length === 0) return NaN;
   return Math.max(...seen.map((p) => Math.hypot(m[2 * p]! - o[2 * p]!, m[2 * p + 1]! - o[2 * p + 1]!))) / Math.max(1e-6, eyes);
+}
+
+/** face-api's points of the eyes (36-47), the nose's lower half and tip (30-35) and the mouth (48-67). */
+const FEATURE_POINTS = [...range(30, 36), ...range(36, 48), ...range(48, 68)];
+
+function range(from: number, to: number): number[] {
+  return Array.from({ length: to - from }, (_, k) => from + k);
+}
+
+/**
+ * face-api's landmarks of the input are not steady where moving the frame by one pixel moves one of
+ * FEATURE_POINTS by more than this share of the eye distance.
+ */
+const STEADY_API = 0.1;
+
+/**
+ * The largest distance between FEATURE_POINTS as face-api finds them in `before` and in `after`, each
+ * from the same crop (around the input's `mesh`), over the input's eye distance; NaN where the input's
+ * are not steady or half of them lie behind `occluder` (see landmarkShift).
+ */
+async function featureShift(before: RgbImage, after: RgbImage, mesh: Float32Array, occluder?: Float32Array): Promise<number> {
+  const a = await faceApiLandmarks(before, mesh);
+  const moved = await faceApiLandmarks(movedByOne(before), mesh.map((v, k) => (k % 2 === 0 ? v - 1 : v)));
+  const eyes = Math.hypot(a[2 * 36]! - a[2 * 45]!, a[2 * 36 + 1]! - a[2 * 45 + 1]!);
+  const shift = (b: Float32Array, points: number[], dx = 0) =>
+    Math.max(...points.map((p) => Math.hypot(a[2 * p]! - b[2 * p]! - dx, a[2 * p + 1]! - b[2 * p + 1]!))) / Math.max(1e-6, eyes);
+  if (shift(moved, FEATURE_POINTS, 1) > STEADY_API) return NaN;
+  const width = before.width;
+  const hidden = (p: number) => {
+    const x = Math.round(a[2 * p]!), y = Math.round(a[2 * p + 1]!);
+    return occluder !== undefined && x >= 0 && x < width && y >= 0 && (occluder[y * width + x] ?? 0) >= 0.5;
+  };
+  const seen = FEATURE_POINTS.filter((p) => !hidden(p));
+  if (seen.length < FEATURE_POINTS.length / 2) return NaN;
+  return shift(await faceApiLandmarks(after, mesh), seen);
 }
 
 /** `image` moved left by one pixel (its last column repeated). */

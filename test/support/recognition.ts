@@ -22,6 +22,10 @@ interface FaceApi {
       loadFromDisk(dir: string): Promise<void>;
       computeFaceDescriptor(input: unknown): Promise<Float32Array>;
     };
+    faceLandmark68Net: {
+      loadFromDisk(dir: string): Promise<void>;
+      detectLandmarks(input: unknown): Promise<{ positions: { x: number; y: number }[] }>;
+    };
   };
 }
 
@@ -47,8 +51,8 @@ function loadFaceApi(): Promise<FaceApi> {
       };
     }
     for (const rank of [1, 2, 3, 4, 5]) {
-      proto[`as${rank}D`] = function (this: unknown, ...shape: number[]) {
-        return tf.reshape(this, shape);
+      proto[`as${rank}D`] = function (this: { size: number }, ...shape: number[]) {
+        return tf.reshape(this, rank === 1 && shape.length === 0 ? [this.size] : shape);
       };
     }
     proto.asScalar = function (this: unknown) {
@@ -61,6 +65,7 @@ function loadFaceApi(): Promise<FaceApi> {
     await tf.ready();
     const models = path.join(path.dirname(require.resolve("@vladmandic/face-api/package.json")), "model");
     await faceApi.nets.faceRecognitionNet.loadFromDisk(models);
+    await faceApi.nets.faceLandmark68Net.loadFromDisk(models);
     return faceApi;
   })();
   return loaded;
@@ -71,16 +76,21 @@ function loadFaceApi(): Promise<FaceApi> {
 const JAW = [454, 323, 361, 288, 397, 365, 379, 378, 400, 377, 152, 148, 176, 149, 150, 136, 172, 58, 132, 93, 234];
 const BROWS = [70, 63, 105, 66, 107, 55, 65, 52, 53, 46, 300, 293, 334, 296, 336, 285, 295, 282, 283, 276];
 
+/** A square crop of an image, turned by `angle` about its centre (cx, cy) in the image. */
+interface Crop {
+  pixels: Uint8Array;
+  size: number;
+  cx: number;
+  cy: number;
+  cos: number;
+  sin: number;
+}
+
 /**
- * face-api's 128-d descriptor of the face whose Human mesh is `mesh` in `image`: the square around the
- * mesh's jaw and brows (see JAW), turned so that the eyes' outer corners (points 33 and 263) lie level.
- * The net is made for upright faces (on the pan's right face, tilted by about 30 degrees, it barely
- * told the new face from the old), and for face-api's own crop: a square around Human's detector box,
- * which takes in the forehead, hair and background, made everyone in the test footage score within
- * face-api's same-person distance of the new face (0.38-0.45) and hid the swapped features.
+ * The square around the mesh's jaw and brows (see JAW), turned so that the eyes' outer corners
+ * (points 33 and 263) lie level.
  */
-export async function faceApiDescriptor(image: RgbImage, mesh: Float32Array): Promise<Float32Array> {
-  const faceApi = await loadFaceApi();
+function alignedCrop(image: RgbImage, mesh: Float32Array): Crop {
   const angle = Math.atan2(mesh[2 * 263 + 1]! - mesh[2 * 33 + 1]!, mesh[2 * 263]! - mesh[2 * 33]!);
   const cos = Math.cos(angle), sin = Math.sin(angle);
   const outline = [...JAW, ...BROWS];
@@ -95,24 +105,60 @@ export async function faceApiDescriptor(image: RgbImage, mesh: Float32Array): Pr
     minV = Math.min(minV, v);
     maxV = Math.max(maxV, v);
   }
-  const s = Math.max(8, Math.round(Math.max(maxU - minU, maxV - minV)));
+  const size = Math.max(8, Math.round(Math.max(maxU - minU, maxV - minV)));
   const uc = (minU + maxU) / 2, vc = (minV + maxV) / 2;
   const cx = mx + cos * uc - sin * vc, cy = my + sin * uc + cos * vc;
-  const pixels = new Uint8Array(s * s * 3);
-  for (let y = 0; y < s; y++) {
-    for (let x = 0; x < s; x++) {
-      const dx = x + 0.5 - s / 2, dy = y + 0.5 - s / 2;
+  const pixels = new Uint8Array(size * size * 3);
+  for (let y = 0; y < size; y++) {
+    for (let x = 0; x < size; x++) {
+      const dx = x + 0.5 - size / 2, dy = y + 0.5 - size / 2;
       const sx = Math.min(image.width - 1, Math.max(0, Math.floor(cx + cos * dx - sin * dy)));
       const sy = Math.min(image.height - 1, Math.max(0, Math.floor(cy + sin * dx + cos * dy)));
-      pixels.set(image.pixels.subarray((sy * image.width + sx) * 3, (sy * image.width + sx) * 3 + 3), (y * s + x) * 3);
+      pixels.set(image.pixels.subarray((sy * image.width + sx) * 3, (sy * image.width + sx) * 3 + 3), (y * size + x) * 3);
     }
   }
+  return { pixels, size, cx, cy, cos, sin };
+}
+
+/**
+ * face-api's 128-d descriptor of the face whose Human mesh is `mesh` in `image`, from alignedCrop.
+ * The net is made for upright faces (on the pan's right face, tilted by about 30 degrees, it barely
+ * told the new face from the old), and for face-api's own crop: a square around Human's detector box,
+ * which takes in the forehead, hair and background, made everyone in the test footage score within
+ * face-api's same-person distance of the new face (0.38-0.45) and hid the swapped features.
+ */
+export async function faceApiDescriptor(image: RgbImage, mesh: Float32Array): Promise<Float32Array> {
+  const faceApi = await loadFaceApi();
+  const crop = alignedCrop(image, mesh);
   const { tf } = faceApi;
-  const input = tf.tidy(() => tf.image.resizeBilinear(tf.tensor3d(pixels, [s, s, 3], "int32"), [150, 150]));
+  const input = tf.tidy(() => tf.image.resizeBilinear(tf.tensor3d(crop.pixels, [crop.size, crop.size, 3], "int32"), [150, 150]));
   try {
     return await faceApi.nets.faceRecognitionNet.computeFaceDescriptor(input);
   } finally {
     tf.dispose(input);
+  }
+}
+
+/**
+ * face-api's 68 landmarks (dlib's order: jaw 0-16, brows 17-26, nose 27-35, eyes 36-47, mouth
+ * 48-67) of the face whose Human mesh is `mesh` in `image`, as x, y pairs in the image. A model of
+ * its own, trained apart from Human's mesh: it only takes its crop from the mesh.
+ */
+export async function faceApiLandmarks(image: RgbImage, mesh: Float32Array): Promise<Float32Array> {
+  const faceApi = await loadFaceApi();
+  const crop = alignedCrop(image, mesh);
+  const input = faceApi.tf.tensor3d(crop.pixels, [crop.size, crop.size, 3], "int32");
+  try {
+    const { positions } = await faceApi.nets.faceLandmark68Net.detectLandmarks(input);
+    const points = new Float32Array(positions.length * 2);
+    for (const [k, { x, y }] of positions.entries()) {
+      const dx = x - crop.size / 2, dy = y - crop.size / 2;
+      points[2 * k] = crop.cx + crop.cos * dx - crop.sin * dy;
+      points[2 * k + 1] = crop.cy + crop.sin * dx + crop.cos * dy;
+    }
+    return points;
+  } finally {
+    faceApi.tf.dispose(input);
   }
 }
 
