@@ -251,10 +251,11 @@ describe("S3BlobStore prefixes", () => {
 });
 
 /**
- * A TCP proxy to the S3 server that cuts the connection of each of the next `drops` uploads once
- * 64 KiB of it have gone through, as a network fault or a restarting load balancer would.
+ * A TCP proxy to the S3 server that cuts the connection of each of the next `drops` requests of
+ * `method` once 64 KiB of its body (a PUT's, sent; a GET's, received) have gone through, as a network
+ * fault or a restarting load balancer would.
  */
-async function droppingProxy(drops: number): Promise<{ endpoint: string; close(): Promise<void> }> {
+async function droppingProxy(method: "PUT" | "GET", drops: number): Promise<{ endpoint: string; close(): Promise<void> }> {
   const target = new URL(s3Endpoint);
   let left = drops;
   const sockets = new Set<net.Socket>();
@@ -265,23 +266,26 @@ async function droppingProxy(drops: number): Promise<{ endpoint: string; close()
       socket.on("error", () => {});
       socket.on("close", () => sockets.delete(socket));
     }
-    let cutAfter = Infinity;
-    let forwarded = 0;
-    client.on("data", (chunk: Buffer) => {
-      if (left > 0 && chunk.subarray(0, 4).toString("latin1") === "PUT ") {
-        left--;
-        cutAfter = forwarded + 64 * 1024;
-      }
-      upstream.write(chunk);
-      forwarded += chunk.length;
-      if (forwarded >= cutAfter) {
-        client.destroy();
-        upstream.destroy();
-      }
-    });
-    upstream.pipe(client);
-    client.on("close", () => upstream.destroy());
-    upstream.on("close", () => client.destroy());
+    const cut = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    // Bytes through so far and where to cut, each way: [client to server, server to client].
+    const through = [0, 0], cutAt = [Infinity, Infinity];
+    const forward = (from: net.Socket, to: net.Socket, way: 0 | 1) =>
+      from.on("data", (chunk: Buffer) => {
+        if (way === 0 && left > 0 && chunk.subarray(0, method.length + 1).toString("latin1") === `${method} `) {
+          left--;
+          cutAt[method === "PUT" ? 0 : 1] = through[method === "PUT" ? 0 : 1]! + 64 * 1024;
+        }
+        to.write(chunk);
+        through[way]! += chunk.length;
+        if (through[way]! >= cutAt[way]!) cut();
+      });
+    forward(client, upstream, 0);
+    forward(upstream, client, 1);
+    client.on("close", cut);
+    upstream.on("close", cut);
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as net.AddressInfo;
@@ -294,11 +298,11 @@ async function droppingProxy(drops: number): Promise<{ endpoint: string; close()
   };
 }
 
-describe("S3BlobStore uploads over a failing network", () => {
+describe("S3BlobStore over a failing network", () => {
   const bytes = randomBytes(2 * MiB);
 
   it("sends an upload again from the start when its connection drops", async () => {
-    const proxy = await droppingProxy(2);
+    const proxy = await droppingProxy("PUT", 2);
     const warn = vi.spyOn(console, "warn");
     try {
       const { store, scratch, logs } = await s3Store(undefined, proxy.endpoint);
@@ -317,12 +321,31 @@ describe("S3BlobStore uploads over a failing network", () => {
   // s3rver keeps the part of a cut upload it received (S3 stores nothing), so only the store's
   // own account of the failure is checked here.
   it("gives up after three tries and leaves no spool behind", async () => {
-    const proxy = await droppingProxy(3);
+    const proxy = await droppingProxy("PUT", 3);
     try {
       const { store, scratch, logs } = await s3Store(undefined, proxy.endpoint);
       await expect(store.put("k/video.mp4", streamOf(bytes), { maxBytes: 4 * MiB })).rejects.toMatchObject({ code: "ECONNRESET" });
       expect(logs.filter((line) => line.event === "s3_upload_retry")).toHaveLength(2);
       expect(await fs.readdir(scratch, { recursive: true })).toEqual([]);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("fetches a local copy again when its download is cut off", async () => {
+    const prefix = `t-${randomUUID()}`;
+    const { store: direct } = await s3Store(prefix);
+    await direct.put("k/video.mp4", streamOf(bytes), { maxBytes: 4 * MiB });
+    const proxy = await droppingProxy("GET", 2);
+    try {
+      const { store, logs } = await s3Store(prefix, proxy.endpoint);
+      const copy = await store.localCopy("k/video.mp4");
+      try {
+        expect((await fs.readFile(copy.path)).equals(bytes)).toBe(true);
+      } finally {
+        await copy.release();
+      }
+      expect(logs.filter((line) => line.event === "s3_download_retry").map((line) => line.attempt)).toEqual([1, 2]);
     } finally {
       await proxy.close();
     }

@@ -34,10 +34,10 @@ export interface S3BlobStoreOptions {
 /** DeleteObjects takes at most this many keys per request. */
 const DELETE_BATCH = 1000;
 
-/** Tries of one upload, as many as the SDK makes of a request whose body it can send again. */
-const UPLOAD_ATTEMPTS = 3;
+/** Tries of one upload or download, as many as the SDK makes of a request it can send again. */
+const TRANSFER_ATTEMPTS = 3;
 /** The wait before the second try; it doubles before each later one. */
-const UPLOAD_RETRY_MS = 200;
+const TRANSFER_RETRY_MS = 200;
 
 /** Network failures that say nothing about the request itself: another connection may well succeed. */
 const TRANSIENT_CODES = new Set(["ECONNRESET", "ECONNREFUSED", "EPIPE", "ETIMEDOUT", "ECONNABORTED"]);
@@ -132,8 +132,8 @@ export class S3BlobStore implements BlobStore {
     const release = () => fs.rm(dir, { recursive: true, force: true });
     const file = path.join(dir, key.slice(key.lastIndexOf("/") + 1));
     try {
-      const body = await this.read(key);
-      await pipeline(body, createWriteStream(file));
+      // The SDK retries a request until its answer starts; a body cut off after that is fetched again here.
+      await this.withRetries("download", key, async () => pipeline(await this.read(key), createWriteStream(file)));
     } catch (error) {
       await release();
       throw error;
@@ -166,21 +166,29 @@ export class S3BlobStore implements BlobStore {
    * fresh stream of the same file can be, so a dropped connection does not fail a rendered job.
    */
   private async upload(objectKey: string, file: string, size: number, contentType: string): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
+    await this.withRetries("upload", objectKey, async () => {
       const body = createReadStream(file);
       try {
         await this.client.send(
           new PutObjectCommand({ Bucket: this.bucket, Key: objectKey, Body: body, ContentLength: size, ContentType: contentType }),
         );
-        return;
-      } catch (error) {
-        if (attempt >= UPLOAD_ATTEMPTS || !isTransient(error)) throw error;
-        const waitMs = UPLOAD_RETRY_MS * 2 ** (attempt - 1);
-        this.logger.warn({ event: "s3_upload_retry", key: objectKey, attempt, waitMs, err: error }, "S3 upload failed, trying again");
-        await sleep(waitMs);
       } finally {
         // A failed request may leave the stream unread, holding its file open.
         body.destroy();
+      }
+    });
+  }
+
+  /** Runs `transfer` up to TRANSFER_ATTEMPTS times while it fails for a reason another try may not meet (see isTransient). */
+  private async withRetries(what: "upload" | "download", key: string, transfer: () => Promise<void>): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await transfer();
+      } catch (error) {
+        if (attempt >= TRANSFER_ATTEMPTS || !isTransient(error)) throw error;
+        const waitMs = TRANSFER_RETRY_MS * 2 ** (attempt - 1);
+        this.logger.warn({ event: `s3_${what}_retry`, key, attempt, waitMs, err: error }, `S3 ${what} failed, trying again`);
+        await sleep(waitMs);
       }
     }
   }
