@@ -15,6 +15,7 @@ import {
   paginateListObjectsV2,
 } from "@aws-sdk/client-s3";
 import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
+import { isThrottlingError, isTransientError } from "@smithy/core/retry";
 import type { Logger } from "../logger.js";
 import { contentTypeOf, isBlobKey, writeCapped, type BlobInfo, type BlobStore, type ByteRange, type LocalCopy } from "./blob-store.js";
 
@@ -39,11 +40,6 @@ const TRANSFER_ATTEMPTS = 3;
 /** The wait before the second try; it doubles before each later one. */
 const TRANSFER_RETRY_MS = 200;
 
-/** Network failures that say nothing about the request itself: another connection may well succeed. */
-const TRANSIENT_CODES = new Set(["ECONNRESET", "ECONNREFUSED", "EPIPE", "ETIMEDOUT", "ECONNABORTED"]);
-/** S3's own error codes for a request it could not take this time. */
-const TRANSIENT_NAMES = new Set(["RequestTimeout", "RequestTimeoutException", "TimeoutError", "SlowDown", "Throttling", "ThrottlingException", "InternalError", "ServiceUnavailable"]);
-
 /**
  * Blobs as objects in an S3 bucket (which must exist). Credentials come from the SDK's default chain
  * (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile, an instance role).
@@ -57,6 +53,19 @@ export class S3BlobStore implements BlobStore {
 
   constructor(options: S3BlobStoreOptions) {
     this.logger = options.logger;
+    // Without a logger the SDK and its HTTP handler write their warnings to the console as plain
+    // text. The SDK also logs every request (info) and every failed one (error, a missing blob's 404
+    // included), which callers see and report as they see fit, so only the warnings come through;
+    // not the one about a streamed body it cannot send again, which withRetries sends again itself.
+    const sdkLogger = {
+      debug: () => {},
+      info: () => {},
+      warn: (...content: unknown[]) => {
+        const message = content.map(String).join(" ");
+        if (!message.includes("non-retryable streaming request")) this.logger.warn({ event: "s3_sdk_warning" }, message);
+      },
+      error: () => {},
+    };
     this.client = new S3Client({
       region: options.region,
       endpoint: options.endpoint,
@@ -64,15 +73,8 @@ export class S3BlobStore implements BlobStore {
       // The SDK's default adds CRC32 checksums to every upload, sent as aws-chunked trailers for
       // streamed bodies, which many S3-compatible services reject or store verbatim.
       requestChecksumCalculation: "WHEN_REQUIRED",
-      // Without a logger the SDK writes its warnings to the console as plain text. It also logs
-      // every request (info) and every failed one (error, a missing blob's 404 included), which
-      // callers see and report as they see fit, so only the warnings come through.
-      logger: {
-        debug: () => {},
-        info: () => {},
-        warn: (...content: unknown[]) => this.logger.warn({ event: "s3_sdk_warning" }, content.map(String).join(" ")),
-        error: () => {},
-      },
+      logger: sdkLogger,
+      requestHandler: { logger: sdkLogger },
     });
     this.bucket = options.bucket;
     this.prefix = options.prefix.replace(/^\/+|\/+$/g, "");
@@ -179,7 +181,7 @@ export class S3BlobStore implements BlobStore {
     });
   }
 
-  /** Runs `transfer` up to TRANSFER_ATTEMPTS times while it fails for a reason another try may not meet (see isTransient). */
+  /** Runs `transfer` up to TRANSFER_ATTEMPTS times while it fails as the SDK's own retries would try again (see isTransient). */
   private async withRetries(what: "upload" | "download", key: string, transfer: () => Promise<void>): Promise<void> {
     for (let attempt = 1; ; attempt++) {
       try {
@@ -213,14 +215,11 @@ export class S3BlobStore implements BlobStore {
   }
 }
 
+/** Whether the SDK would have tried `error`'s request again: a network failure, a 500, 502, 503 or 504, throttling. */
 function isTransient(error: unknown): boolean {
-  if (error instanceof S3ServiceException) {
-    const status = error.$metadata.httpStatusCode ?? 0;
-    return status >= 500 || status === 429 || TRANSIENT_NAMES.has(error.name);
-  }
   if (!(error instanceof Error)) return false;
-  const code = (error as NodeJS.ErrnoException).code;
-  return (code !== undefined && TRANSIENT_CODES.has(code)) || TRANSIENT_NAMES.has(error.name);
+  const sdkError = error as Parameters<typeof isTransientError>[0];
+  return isTransientError(sdkError) || isThrottlingError(sdkError);
 }
 
 function isNotFound(error: unknown): boolean {
