@@ -189,7 +189,7 @@ export class S3BlobStore implements BlobStore {
       } catch (error) {
         if (attempt >= TRANSFER_ATTEMPTS || !isTransient(error)) throw error;
         const waitMs = TRANSFER_RETRY_MS * 2 ** (attempt - 1);
-        this.logger.warn({ event: `s3_${what}_retry`, key, attempt, waitMs, err: error }, `S3 ${what} failed, trying again`);
+        this.logger.warn({ event: `s3_${what}_retry`, key, attempt, wait_ms: waitMs, err: error }, `S3 ${what} failed, trying again`);
         await sleep(waitMs);
       }
     }
