@@ -57,7 +57,7 @@ export interface FaceScore {
    */
   misplaced: number;
   /**
-   * `misplaced` as a second, independent model sees it: the largest distance between a landmark of
+   * `misplaced` as a second model, trained apart from Human's, sees it: the largest distance between a landmark of
    * the eyes, nose and mouth that face-api's 68-point net finds in the input and the same landmark it
    * finds in the output (FEATURE_POINTS), over the input's outer eye corners' distance. Human's mesh
    * is the reference of everything else here, so where that mesh is wrong on the input (a head bowed
@@ -281,7 +281,8 @@ export class QualityJudge {
       const faces = await this.faces(before, true);
       const swapped = await this.faces(after);
       // Meshes of the input moved by a pixel, put back: how steady the input's own are.
-      const moved = (await this.faces(movedByOne(before))).map((face) => ({ ...face, box: [face.box[0] + 1, ...face.box.slice(1)] as FaceData["box"], mesh: face.mesh.map((v, k) => (k % 2 === 0 ? v + 1 : v)) }));
+      const shiftedFrame = movedByOne(before);
+      const moved = (await this.faces(shiftedFrame)).map((face) => ({ ...face, box: [face.box[0] + 1, ...face.box.slice(1)] as FaceData["box"], mesh: face.mesh.map((v, k) => (k % 2 === 0 ? v + 1 : v)) }));
       const steady = faces.map((face) => landmarkShift(face, sameFace(face, moved)) <= UNSTEADY);
       const regions = faces.map((face) => region(face.mesh, before.width, before.height));
       const row: RgbImage[] = [];
@@ -309,7 +310,7 @@ export class QualityJudge {
           tint: marks.enough ? NaN : noseTint(after, face.mesh) - noseTint(before, face.mesh),
           marks: marksKept(after, reg, marks),
           misplaced: steady[i]! ? landmarkShift(face, sameFace(face, swapped), occluders?.[f], before.width) : NaN,
-          misplacedApi: await featureShift(before, after, face.mesh, occluders?.[f]),
+          misplacedApi: await featureShift(before, shiftedFrame, after, face.mesh, occluders?.[f]),
           ...(await this.identity(face, before, after, swapped)),
         });
         row.push(tile(before, reg), tile(after, reg));
@@ -641,8 +642,7 @@ const UNSTEADY = 0.08;
  */
 function landmarkShift(a: FaceData, b: FaceData | undefined, occluder?: Float32Array, width = 0): number {
   const m = a.mesh;
-  const hidden = (x: number, y: number) => occluder !== undefined && x >= 0 && x < width && y >= 0 && (occluder[y * width + x] ?? 0) >= 0.5;
-  const seen = LANDMARKS.filter((p) => !hidden(Math.round(m[2 * p]!), Math.round(m[2 * p + 1]!)));
+  const seen = LANDMARKS.filter((p) => !behind(occluder, width, Math.round(m[2 * p]!), Math.round(m[2 * p + 1]!)));
   if (!b) return seen.length < LANDMARKS.length / 2 ? NaN : Infinity;
   const o = b.mesh;
   const eyes = Math.hypot(m[2 * 33]! - m[2 * 263]!, m[2 * 33 + 1]! - m[2 * 263 + 1]!);
@@ -650,11 +650,12 @@ function landmarkShift(a: FaceData, b: FaceData | undefined, occluder?: Float32A
   return Math.max(...seen.map((p) => Math.hypot(m[2 * p]! - o[2 * p]!, m[2 * p + 1]! - o[2 * p + 1]!))) / Math.max(1e-6, eyes);
 }
 
-/** face-api's points of the eyes (36-47), the nose's lower half and tip (30-35) and the mouth (48-67). */
-const FEATURE_POINTS = [...range(30, 36), ...range(36, 48), ...range(48, 68)];
+/** face-api's points of the nose's lower half and tip (30-35), the eyes (36-47) and the mouth (48-67). */
+const FEATURE_POINTS = Array.from({ length: 68 - 30 }, (_, k) => 30 + k);
 
-function range(from: number, to: number): number[] {
-  return Array.from({ length: to - from }, (_, k) => from + k);
+/** Whether the frame pixel (x, y) lies behind `occluder` (its opacity over a frame `width` wide), at least half opaque. */
+function behind(occluder: Float32Array | undefined, width: number, x: number, y: number): boolean {
+  return occluder !== undefined && x >= 0 && x < width && y >= 0 && (occluder[y * width + x] ?? 0) >= 0.5;
 }
 
 /**
@@ -667,23 +668,19 @@ const STEADY_API = 0.1;
 /**
  * The largest distance between FEATURE_POINTS as face-api finds them in `before` and in `after`, each
  * from the same crop (around the input's `mesh`), over the input's eye distance; NaN where the input's
- * are not steady or half of them lie behind `occluder` (see landmarkShift).
+ * are not steady (read again on `shifted`, `before` moved by one pixel) or half of them lie behind
+ * `occluder` (see landmarkShift).
  */
-async function featureShift(before: RgbImage, after: RgbImage, mesh: Float32Array, occluder?: Float32Array): Promise<number> {
+async function featureShift(before: RgbImage, shifted: RgbImage, after: RgbImage, mesh: Float32Array, occluder?: Float32Array): Promise<number> {
   const a = await faceApiLandmarks(before, mesh);
-  // The same crop of the frame moved: the crop comes from the mesh, so a crop moved with it would
+  // The moved frame under the same crop: the crop comes from the mesh, so a crop moved with it would
   // hold the very same pixels.
-  const moved = await faceApiLandmarks(movedByOne(before), mesh);
+  const moved = await faceApiLandmarks(shifted, mesh);
   const eyes = Math.hypot(a[2 * 36]! - a[2 * 45]!, a[2 * 36 + 1]! - a[2 * 45 + 1]!);
   const shift = (b: Float32Array, points: number[], dx = 0) =>
     Math.max(...points.map((p) => Math.hypot(a[2 * p]! - b[2 * p]! - dx, a[2 * p + 1]! - b[2 * p + 1]!))) / Math.max(1e-6, eyes);
   if (shift(moved, FEATURE_POINTS, 1) > STEADY_API) return NaN;
-  const width = before.width;
-  const hidden = (p: number) => {
-    const x = Math.round(a[2 * p]!), y = Math.round(a[2 * p + 1]!);
-    return occluder !== undefined && x >= 0 && x < width && y >= 0 && (occluder[y * width + x] ?? 0) >= 0.5;
-  };
-  const seen = FEATURE_POINTS.filter((p) => !hidden(p));
+  const seen = FEATURE_POINTS.filter((p) => !behind(occluder, before.width, Math.round(a[2 * p]!), Math.round(a[2 * p + 1]!)));
   if (seen.length < FEATURE_POINTS.length / 2) return NaN;
   return shift(await faceApiLandmarks(after, mesh), seen);
 }

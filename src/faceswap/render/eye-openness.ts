@@ -23,9 +23,10 @@ const POINT_VALUES = 76 * 3;
  * edge shows the model half an eye), so a face half out of the frame is read by the eye still in it;
  * null for a face with neither. The mesh model cannot tell: it reads lids lowered over eyes that look
  * down as open (0.26-0.33 on the test footage's downcast faces, 0.30-0.35 on open eyes), while the
- * iris model finds them 0.05-0.15 against 0.23-0.45 for open ones. Both eyes of every face go through the model in one batch, every crop mirrored, as
- * Human 3 mirrors both: unmirrored, the downcast eyes of sample2's right face read 0.13-0.22 rather
- * than 0.05-0.07, and open eyes read about as open either way.
+ * iris model finds them 0.05-0.15 against 0.23-0.45 for open ones. Both eyes of every face go through
+ * the model in one batch, every crop mirrored, as Human 3 mirrors both: unmirrored, the downcast
+ * eyes of sample2's right face read 0.13-0.22 rather than 0.05-0.07, and open eyes read about as
+ * open either way.
  *
  * The model takes about 13 ms for one eye crop on these cores and 48 ms for the six of three faces,
  * more than the mesh model's call for a face, so a render asks for it about twice a second only (see
