@@ -1,8 +1,9 @@
 import type { Human, Point } from "@vladmandic/human";
 import { detectAfresh } from "./human.js";
+import { cropAround, meshedFromOwnCrops } from "./own-crop.js";
 import { meshCrops, roll, UPRIGHT_ROLL, UprightMesher, type MeshCrop, type MeshFrame } from "./upright.js";
 
-/** A face as the follower reports it: Human's clamped box, the mesh's confidence, and its points in frame pixels. */
+/** A face as the follower reports it: its crop's box clamped to the frame, the mesh's confidence, and its points in frame pixels. */
 export interface FollowedFace {
   box: [number, number, number, number];
   score: number;
@@ -10,8 +11,8 @@ export interface FollowedFace {
 }
 
 interface Followed {
-  /** The crop the next frame meshes the face from: the detector's box size, centred on the last mesh. */
-  crop: Omit<MeshCrop, "angle">;
+  /** The crop the next frame meshes the face from: about its last mesh, sized on the last detection's frame (see cropAround). */
+  crop: MeshCrop;
   box: [number, number, number, number];
   roll: number;
 }
@@ -26,11 +27,12 @@ const SCENE_STRIDE = 4;
 /**
  * Finds the faces of one worker's share of a render's frames. The detector runs on the first frame,
  * then on every (skipFrames + 1)-th, on a new scene, and whenever no face is left; in between, each
- * face is meshed from a crop about where its mesh was in the frame before, all of a frame's faces in
- * one call of the mesh model, and a rolled head from a crop turned upright at once (see UprightMesher).
- * This is what Human does between detections, except that Human meshed each face by itself and
- * unturned, and a rolled face was then meshed a second time, upright: two meshes of five were thrown
- * away, and calls one face at a time cost half as much again as one call for all.
+ * face is meshed from a crop about its mesh in the frame before, all of a frame's faces in one call of
+ * the mesh model, and a rolled head from a crop turned upright at once (see UprightMesher). This is
+ * what Human does between detections, except that Human sizes the crop from the detector's box rather
+ * than the face's own mesh (see cropAround), meshed each face by itself and unturned, and a rolled
+ * face was then meshed a second time, upright: two meshes of five were thrown away, and calls one face
+ * at a time cost half as much again as one call for all.
  *
  * The state is the render's own, never the worker's: Human keeps one set of boxes for whatever it
  * looked at last, so renders sharing a worker, or an embedding asked for between two frames, could
@@ -76,16 +78,23 @@ export class FaceFollower {
     const meshed = await detectAfresh(this.human, frame.tensor(), { minConfidence: this.minConfidence, describe: false });
     const upright = await this.upright.meshes(frame, meshed, this.minConfidence, this.followed);
     this.sinceDetection = 0;
-    this.followed = meshed.map((face, i) => {
-      // Human's crop size; centred, as Human centres its next one, on the mesh's bounds.
-      const [cx, cy] = centreOf(upright[i]!.mesh ?? face.mesh);
-      return { crop: { cx, cy, width: face.boxRaw[2] * frame.width, height: face.boxRaw[3] * frame.height }, box: face.box, roll: upright[i]!.roll };
+    // Meshed again from crops sized as every later frame's are, so a detection does not move the mesh.
+    const faces = await meshedFromOwnCrops(
+      this.human,
+      frame,
+      meshed.map((face, i) => ({ score: face.score, mesh: upright[i]!.mesh ?? face.mesh, roll: upright[i]!.roll })),
+      this.mirror,
+      this.minConfidence,
+    );
+    this.followed = faces.map(({ mesh, roll }) => {
+      const crop = cropAround(mesh, roll);
+      return { crop, box: boxOf(crop, frame), roll };
     });
-    return meshed.map((face, i) => ({ box: face.box, score: face.score, mesh: upright[i]!.mesh ?? face.mesh }));
+    return faces.map(({ score, mesh }, i) => ({ box: this.followed[i]!.box, score, mesh }));
   }
 
   private async follow(frame: MeshFrame): Promise<FollowedFace[]> {
-    const crops = this.followed.map(({ crop, roll }) => ({ ...crop, angle: Math.abs(roll) > UPRIGHT_ROLL ? roll : 0 }));
+    const crops = this.followed.map(({ crop }) => crop);
     const meshed = await meshCrops(this.human, frame, crops);
     const found: FollowedFace[] = [];
     const followed: Followed[] = [];
@@ -104,14 +113,16 @@ export class FaceFollower {
       if (!turned && Math.abs(faceRoll) > UPRIGHT_ROLL) {
         // A head that has begun to roll is turned upright as a face new to the render would be, from a
         // crop centred on where it is now.
-        const [cx, cy] = centreOf(mesh);
-        const upright = await this.upright.turned(frame, { ...crop, cx, cy, angle: faceRoll }, this.minConfidence);
+        const upright = await this.upright.turned(frame, cropAround(mesh, faceRoll), this.minConfidence);
         mesh = upright.mesh ?? mesh;
         faceRoll = upright.roll;
       }
-      const [cx, cy] = centreOf(mesh);
-      const box = clampBox(cx - crop.width / 2, cy - crop.height / 2, crop.width, crop.height, frame.width, frame.height);
-      followed.push({ crop: { cx, cy, width: crop.width, height: crop.height }, box, roll: faceRoll });
+      // The size found on the detection's frame is kept, as Human keeps its own: the mesh's jitter
+      // then moves the next crop but never scales it, and the meshes meet face-api's landmarks as
+      // closely as with a crop sized afresh on every frame (the test clips' means within 0.002).
+      const next = { ...cropAround(mesh, faceRoll), width: crop.width, height: crop.height };
+      const box = boxOf(next, frame);
+      followed.push({ crop: next, box, roll: faceRoll });
       // Human keeps a box scored exactly at the bound but reports only faces above it.
       if (score > this.minConfidence) found.push({ box, score, mesh });
     }
@@ -137,14 +148,9 @@ export class FaceFollower {
   }
 }
 
-/** The centre of the points' bounding box. */
-function centreOf(mesh: readonly Point[]): [number, number] {
-  let minX = Infinity, minY = Infinity, maxX = -Infinity, maxY = -Infinity;
-  for (const [x, y] of mesh) {
-    minX = Math.min(minX, x); maxX = Math.max(maxX, x);
-    minY = Math.min(minY, y); maxY = Math.max(maxY, y);
-  }
-  return [minX + (maxX - minX) / 2, minY + (maxY - minY) / 2];
+/** The box a crop reports the face in: the crop unturned, clamped to the frame. */
+function boxOf(crop: MeshCrop, frame: { width: number; height: number }): [number, number, number, number] {
+  return clampBox(crop.cx - crop.width / 2, crop.cy - crop.height / 2, crop.width, crop.height, frame.width, frame.height);
 }
 
 /** Human's clamped box: whole pixels inside the frame. */
