@@ -46,7 +46,7 @@ afterAll(async () => {
 
 /** The faces Human finds afresh, each meshed from Human's crop: 1.4 times the detector's box. */
 async function humanFaces(image: RgbImage) {
-  const tensor = human.tf.tensor3d(image.pixels, [image.height, image.width, 3], "float32");
+  const tensor = human.tf.tensor3d(image.pixels, [image.height, image.width, 3], "int32");
   try {
     return await detectAfresh(human, tensor, { minConfidence: 0.3, describe: false });
   } finally {
@@ -78,7 +78,7 @@ async function followed(follower: FaceFollower, image: RgbImage): Promise<Follow
 }
 
 describe("face follower", () => {
-  it("meshes each face at least as near as Human does to where a landmark model trained apart puts its features, a face looking down far nearer, and a rolled one upright", { timeout: 120_000 }, async () => {
+  it("meshes no face farther than Human does (by 0.03 of the eye distance) from where a landmark model trained apart puts its features, a face looking down far nearer, and a rolled one upright", { timeout: 120_000 }, async () => {
     const report: string[] = [];
     const downcast: Array<[number, number]> = [];
     let rolled = 0;

@@ -3,7 +3,12 @@ import { detectAfresh } from "./human.js";
 import { cropAround, meshedFromOwnCrops } from "./own-crop.js";
 import { meshCrops, roll, UPRIGHT_ROLL, UprightMesher, type MeshCrop, type MeshFrame } from "./upright.js";
 
-/** A face as the follower reports it: its crop's box clamped to the frame, the mesh's confidence, and its points in frame pixels. */
+/**
+ * A face as the follower reports it: its crop's box clamped to the frame (0.7-1.2 times the side of
+ * Human's box for the same face on the test photos; the tracker's smoothing, the hand search and
+ * the matching of embeddings read it, and their tests hold with it), the mesh's confidence, and its
+ * points in frame pixels.
+ */
 export interface FollowedFace {
   box: [number, number, number, number];
   score: number;
@@ -30,8 +35,8 @@ const SCENE_STRIDE = 4;
  * face is meshed from a crop about its mesh in the frame before, all of a frame's faces in one call of
  * the mesh model, and a rolled head from a crop turned upright at once (see UprightMesher). This is
  * what Human does between detections, except that Human sizes the crop from the detector's box rather
- * than the face's own mesh (see cropAround), meshed each face by itself and unturned, and a rolled
- * face was then meshed a second time, upright: two meshes of five were thrown away, and calls one face
+ * than the face's own mesh (see cropAround) and meshes each face by itself and unturned; a rolled face
+ * then had to be meshed a second time, upright: two meshes of five were thrown away, and calls one face
  * at a time cost half as much again as one call for all.
  *
  * The state is the render's own, never the worker's: Human keeps one set of boxes for whatever it
@@ -78,19 +83,23 @@ export class FaceFollower {
     const meshed = await detectAfresh(this.human, frame.tensor(), { minConfidence: this.minConfidence, describe: false });
     const upright = await this.upright.meshes(frame, meshed, this.minConfidence, this.followed);
     this.sinceDetection = 0;
-    // Meshed again from crops sized as every later frame's are, so a detection does not move the mesh.
-    const faces = await meshedFromOwnCrops(
-      this.human,
-      frame,
-      meshed.map((face, i) => ({ score: face.score, mesh: upright[i]!.mesh ?? face.mesh, roll: upright[i]!.roll })),
-      this.mirror,
-      this.minConfidence,
-    );
-    this.followed = faces.map(({ mesh, roll }) => {
-      const crop = cropAround(mesh, roll);
-      return { crop, box: boxOf(crop, frame), roll };
-    });
-    return faces.map(({ score, mesh }, i) => ({ box: this.followed[i]!.box, score, mesh }));
+    // Meshed again from crops sized as the later frames' are, so a detection moves the mesh less.
+    const first = meshed.map((face, i) => ({ score: face.score, mesh: upright[i]!.mesh ?? face.mesh, roll: upright[i]!.roll }));
+    const again = await meshedFromOwnCrops(this.human, frame, first, this.mirror, this.minConfidence);
+    const found: FollowedFace[] = [];
+    this.followed = [];
+    for (const [i, face] of again.entries()) {
+      const { mesh, roll: faceRoll } = face.ownCrop ? await this.uprightIfRolled(frame, face, Math.abs(first[i]!.roll) > UPRIGHT_ROLL) : face;
+      let crop = cropAround(mesh, faceRoll);
+      // A face its own crop does not show as one keeps Human's crop size: the next frame would cut
+      // that crop again and lose the face.
+      if (!face.ownCrop) crop = { ...crop, width: meshed[i]!.boxRaw[2] * frame.width, height: meshed[i]!.boxRaw[3] * frame.height };
+      const box = boxOf(crop, frame);
+      this.followed.push({ crop, box, roll: faceRoll });
+      // Human keeps a box scored exactly at the bound but reports only faces above it.
+      if (face.score > this.minConfidence) found.push({ box, score: face.score, mesh });
+    }
+    return found;
   }
 
   private async follow(frame: MeshFrame): Promise<FollowedFace[]> {
@@ -99,24 +108,17 @@ export class FaceFollower {
     const found: FollowedFace[] = [];
     const followed: Followed[] = [];
     for (const [k, crop] of crops.entries()) {
-      let { score, mesh } = meshed[k]!;
+      let { score, mesh: read } = meshed[k]!;
       let turned = crop.angle !== 0;
       if (turned && score < this.minConfidence) {
         // Turned, the crop no longer reads as a face (the head straightened fast, or turned away):
         // meshed unturned, as on a frame the detector ran on.
-        ({ score, mesh } = (await meshCrops(this.human, frame, [{ ...crop, angle: 0 }]))[0]!);
+        ({ score, mesh: read } = (await meshCrops(this.human, frame, [{ ...crop, angle: 0 }]))[0]!);
         turned = false;
       }
       score = Math.round(100 * score) / 100;
       if (score < this.minConfidence) continue;
-      let faceRoll = roll(mesh, this.mirror);
-      if (!turned && Math.abs(faceRoll) > UPRIGHT_ROLL) {
-        // A head that has begun to roll is turned upright as a face new to the render would be, from a
-        // crop centred on where it is now.
-        const upright = await this.upright.turned(frame, cropAround(mesh, faceRoll), this.minConfidence);
-        mesh = upright.mesh ?? mesh;
-        faceRoll = upright.roll;
-      }
+      const { mesh, roll: faceRoll } = await this.uprightIfRolled(frame, { mesh: read, roll: roll(read, this.mirror) }, turned);
       // The size found on the detection's frame is kept, as Human keeps its own: the mesh's jitter
       // then moves the next crop but never scales it, and the meshes meet face-api's landmarks as
       // closely as with a crop sized afresh on every frame (the test clips' means within 0.002).
@@ -128,6 +130,16 @@ export class FaceFollower {
     }
     this.followed = followed;
     return found;
+  }
+
+  /**
+   * `face` as read from a crop, `turned` or not: a head that has begun to roll in an unturned crop is
+   * meshed again upright as a face new to the render would be, from a crop about where it is now.
+   */
+  private async uprightIfRolled(frame: MeshFrame, face: { mesh: Point[]; roll: number }, turned: boolean): Promise<{ mesh: Point[]; roll: number }> {
+    if (turned || Math.abs(face.roll) <= UPRIGHT_ROLL) return face;
+    const upright = await this.upright.turned(frame, cropAround(face.mesh, face.roll), this.minConfidence);
+    return { mesh: upright.mesh ?? face.mesh, roll: upright.roll };
   }
 
   /** Whether `pixels` differ from the previous frame's as a new scene does; keeps a copy for the next. */

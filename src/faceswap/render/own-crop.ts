@@ -20,7 +20,7 @@ export interface MeshedFace {
 }
 
 /** The angle a face's crop is turned by for the model: its roll, once past UPRIGHT_ROLL. */
-export function turnFor(faceRoll: number): number {
+function turnFor(faceRoll: number): number {
   return Math.abs(faceRoll) > UPRIGHT_ROLL ? faceRoll : 0;
 }
 
@@ -44,8 +44,8 @@ export function cropAround(mesh: readonly Point[], faceRoll: number): MeshCrop {
 
 /**
  * `faces`, meshed from the detector's crops, meshed again in one call of the model, each from the
- * crop its own mesh gives (see cropAround). A face whose crop the model does not read as a face of
- * `minConfidence` keeps the mesh it had.
+ * crop its own mesh gives (see cropAround); `ownCrop` says which were. A face whose crop the model
+ * does not read as a face of `minConfidence` keeps the mesh it had.
  */
 export async function meshedFromOwnCrops(
   human: Human,
@@ -53,11 +53,11 @@ export async function meshedFromOwnCrops(
   faces: readonly MeshedFace[],
   mirror: Int32Array,
   minConfidence: number,
-): Promise<MeshedFace[]> {
+): Promise<Array<MeshedFace & { ownCrop: boolean }>> {
   const again = await meshCrops(human, frame, faces.map((face) => cropAround(face.mesh, face.roll)));
   return faces.map((face, k) => {
     // Rounded as Human rounds its scores, so a face at the bound is judged alike either way.
     const score = Math.round(100 * again[k]!.score) / 100;
-    return score >= minConfidence ? { score, mesh: again[k]!.mesh, roll: roll(again[k]!.mesh, mirror) } : face;
+    return score >= minConfidence ? { score, mesh: again[k]!.mesh, roll: roll(again[k]!.mesh, mirror), ownCrop: true } : { ...face, ownCrop: false };
   });
 }

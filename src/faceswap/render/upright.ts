@@ -69,8 +69,7 @@ export interface CropMesh {
  * The mesh model run once over the crops of several faces. One call for all of a frame's faces costs
  * a little over half what a call per face did (17 against 29 ms for three faces at 192 px), most of a
  * call being the same weights read and the same kernels dispatched whatever the batch. An unturned
- * crop is cut from the frame exactly as Human cuts its own (and its points are whole pixels, as
- * Human's are), so a face that is not rolled is meshed the same whether Human or this meshed it.
+ * crop is cut from the frame as Human cuts its own, and its points are whole pixels, as Human's are.
  */
 export async function meshCrops(human: Human, frame: MeshFrame, crops: readonly MeshCrop[]): Promise<CropMesh[]> {
   const model = human.models.models.facemesh;
