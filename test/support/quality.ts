@@ -2,8 +2,10 @@ import fs from "node:fs/promises";
 import { encodePng, type RgbImage } from "../../src/faceswap/render/images.js";
 import type { FaceData } from "../../src/faceswap/render/protocol.js";
 import { lidsLowered } from "../../src/faceswap/render/eye-openness.js";
+import { LOWERED_GROW } from "../../src/faceswap/render/expression.js";
 import { analyseImage } from "../../src/faceswap/render/sources.js";
 import { EYE_LIDS, FEATURE_OUTLINES, OVAL } from "../../src/faceswap/render/mesh.js";
+import { grownPolygon } from "../../src/faceswap/render/pixels.js";
 import { iou } from "../../src/faceswap/render/tracker.js";
 import { WorkerPool } from "../../src/faceswap/render/worker-pool.js";
 import type { Logger } from "../../src/platform/logger.js";
@@ -291,9 +293,11 @@ export class QualityJudge {
         const others = regions.filter((_, k) => k !== i);
         // Sharpness leaves out the input's marks: make-up's edges, gone from a good swap, would read as
         // the new face being soft. Lids lowered over eyes looking down are the footage's own in a
-        // swap, as the eyes are, so their make-up is not counted among the marks either.
+        // swap, as far as the renderer grows them, as the eyes are, so their make-up is not counted
+        // among the marks either.
         const lowered = face.eyes != null && lidsLowered(face.eyes) >= 0.5;
-        const marks = inputMarks(before, reg, face.mesh, lowered ? [...FEATURE_OUTLINES, ...EYE_LIDS] : FEATURE_OUTLINES);
+        const lids = lowered ? EYE_LIDS.reduce((mesh, lid) => grownPolygon(mesh, lid, LOWERED_GROW), face.mesh) : face.mesh;
+        const marks = inputMarks(before, reg, lids, lowered ? [...FEATURE_OUTLINES, ...EYE_LIDS] : FEATURE_OUTLINES);
         const plain = Uint8Array.from(boxBlur(Float32Array.from(marks.dark), reg.w, reg.h, 1), (v) => (v > 0 ? 0 : 1));
         scores.push({
           frame: f,
