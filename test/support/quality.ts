@@ -59,9 +59,9 @@ export interface FaceScore {
    */
   misplaced: number;
   /**
-   * `misplaced` as a second model, trained apart from Human's, sees it: the largest distance between a landmark of
-   * the eyes, nose and mouth that face-api's 68-point net finds in the input and the same landmark it
-   * finds in the output (FEATURE_POINTS), over the input's outer eye corners' distance. Human's mesh
+   * `misplaced` as a second model, trained apart from Human's, sees it: the largest distance between a
+   * landmark of the eyes, nose and mouth that face-api's 68-point net finds in the input and the same
+   * landmark it finds in the output (FEATURE_POINTS), over the input's outer eye corners' distance. Human's mesh
    * is the reference of everything else here, so where that mesh is wrong on the input (a head bowed
    * far down, its eyes placed on the cheeks) the renderer draws the new features off the target's
    * and `misplaced` sees nothing. NaN (not judged) where face-api's landmarks of the input are not
@@ -293,8 +293,8 @@ export class QualityJudge {
         const others = regions.filter((_, k) => k !== i);
         // Sharpness leaves out the input's marks: make-up's edges, gone from a good swap, would read as
         // the new face being soft. Lids lowered over eyes looking down are the footage's own in a
-        // swap, as far as the renderer grows them, as the eyes are, so their make-up is not counted
-        // among the marks either.
+        // swap, as the eyes are, grown as the renderer grows them (LOWERED_GROW), so their make-up is
+        // not counted among the marks either.
         const lowered = face.eyes != null && lidsLowered(face.eyes) >= 0.5;
         const lids = lowered ? EYE_LIDS.reduce((mesh, lid) => grownPolygon(mesh, lid, LOWERED_GROW), face.mesh) : face.mesh;
         const marks = inputMarks(before, reg, lids, lowered ? [...FEATURE_OUTLINES, ...EYE_LIDS] : FEATURE_OUTLINES);
