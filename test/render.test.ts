@@ -15,6 +15,7 @@ import type { DetectedFace, FaceDetector, Renderer, RenderRequest } from "../src
 import { createLogger } from "../src/platform/logger.js";
 import { probeMedia, runFfmpeg } from "../src/platform/media/ffmpeg.js";
 import { makeClip, makePatternClip, samplePhoto } from "./support/footage.js";
+import { recordingLogger } from "./support/logs.js";
 import { cleanFace, hairOverFace } from "./support/hair.js";
 import { lumaOf } from "./support/quality.js";
 import { EYE_LIDS, OUTER_LIPS, OVAL } from "../src/faceswap/render/mesh.js";
@@ -32,11 +33,15 @@ let clip: string;
 let newFace: string;
 /** sample1's people as the detector crops them from the clip, left to right. */
 let people: DetectedFace[];
+/** What the renderer has logged. */
+let renderLogs: Record<string, unknown>[];
 
 beforeAll(async () => {
   dir = await fs.mkdtemp(path.join(os.tmpdir(), "render-test-"));
   await fs.mkdir(artifacts, { recursive: true });
-  const options: RendererOptions = { workers: 2, logger: createLogger("silent") };
+  const recording = recordingLogger("info");
+  renderLogs = recording.logs;
+  const options: RendererOptions = { workers: 2, logger: recording.logger };
   renderer = detector = createFaceSwapEngine(options);
   [judge, clip] = await Promise.all([
     WorkerPool.start(1, createLogger("silent")),
@@ -124,6 +129,24 @@ describe("face swap", () => {
     expect(info.durationSeconds).toBeGreaterThan(0.75);
     expect(info.durationSeconds).toBeLessThan(0.9);
     expect(progress.at(-1)).toEqual([16, 16]);
+  });
+
+  it("logs each render's speed and where its workers' time went, per frame", async () => {
+    const started = performance.now();
+    const result = await renderer.render(request({ endSeconds: 0.8 }));
+    const wallMs = performance.now() - started;
+    const line = renderLogs.findLast((entry) => entry.event === "render_finished");
+    expect(line).toMatchObject({ level: "info", frames: result.frames, mode: "all-faces", style: "v2" });
+    const parts = line!.worker_ms_per_frame as Record<string, number>;
+    expect(Object.keys(parts).sort()).toEqual(["draw", "eyes", "faces", "hands"]);
+    // Faces are meshed and drawn on this clip; eyes and hands are looked at on some frames only.
+    expect(parts.faces).toBeGreaterThan(0);
+    expect(parts.draw).toBeGreaterThan(0);
+    expect(parts.eyes).toBeGreaterThanOrEqual(0);
+    expect(parts.hands).toBeGreaterThanOrEqual(0);
+    // Per frame, summed over two workers: never more than the render's wall time on both of them.
+    const total = Object.values(parts).reduce((sum, ms) => sum + ms, 0) * result.frames;
+    expect(total).toBeLessThan(2 * wallMs);
   });
 
   it("draws no hair that lies over the new face in its photo", { timeout: 120_000 }, async () => {

@@ -7,6 +7,7 @@ import { createLogger } from "../../src/platform/logger.js";
 import { runFfmpeg } from "../../src/platform/media/ffmpeg.js";
 import { decodeFrames } from "../../src/faceswap/render/images.js";
 import { makeClip, samplePhoto } from "../support/footage.js";
+import { recordingLogger } from "../support/logs.js";
 import { processCpu } from "./proc-stat.js";
 import { formatSummary, QualityJudge, summarise, type Summary } from "../support/quality.js";
 
@@ -22,6 +23,8 @@ export interface RenderRun {
   /** CPU of the whole process tree (workers and ffmpeg children) per frame. */
   cpuMsPerFrame: number;
   peakRssMiB: number;
+  /** Where the workers' time went, ms per frame by part, as the renderer logs it (render_finished). */
+  stages?: Record<string, number>;
   /** The quality judge's medians over three frames of the output (576 px runs only). */
   quality?: Summary;
   /** The same for ffmpeg's plain output at that size: the input re-encoded as its own output. */
@@ -44,7 +47,9 @@ const SIZES = [
  */
 export async function benchRender(): Promise<RenderRun[]> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), "bench-render-"));
-  const options: RendererOptions = { workers: 2, logger: createLogger("warn") };
+  // The renderer's own log line for each render says where its workers' time went.
+  const { logger, logs } = recordingLogger("info");
+  const options: RendererOptions = { workers: 2, logger };
   const renderer = createFaceSwapEngine(options);
   try {
     const clip = await makeClip(path.join(dir, "three-faces.mp4"), { seconds: SECONDS, fps: FPS, width: 1080, audio: true });
@@ -75,7 +80,11 @@ export async function benchRender(): Promise<RenderRun[]> {
         });
         const seconds = (performance.now() - started) / 1000;
         const cpuMsPerFrame = (treeCpuMs() - cpuBefore) / frames;
-        runs.push({ name: `${width}x${height} ${style}`, width, height, style, frames, fps: frames / seconds, ffmpegFps, cpuMsPerFrame, peakRssMiB: memory.stop() });
+        const stages = logs.findLast((entry) => entry.event === "render_finished")?.worker_ms_per_frame as Record<string, number> | undefined;
+        runs.push({
+          name: `${width}x${height} ${style}`, width, height, style, frames, fps: frames / seconds, ffmpegFps, cpuMsPerFrame, peakRssMiB: memory.stop(),
+          ...(stages && { stages }),
+        });
       }
     }
     await judgeRuns(runs, clip, face, dir);
@@ -122,6 +131,11 @@ export function printRenderRuns(runs: RenderRun[]): void {
         r.peakRssMiB.toFixed(0).padStart(13),
       ].join(" "),
     );
+  }
+  for (const r of runs) {
+    if (!r.stages) continue;
+    const parts = Object.entries(r.stages).map(([part, ms]) => `${part} ${ms.toFixed(1)}`).join(", ");
+    console.log(`workers' ms per frame ${r.name}: ${parts}`);
   }
   const encoded = runs.find((r) => r.encoded)?.encoded;
   if (encoded) console.log(`quality ffmpeg alone, 576 px (the input re-encoded): ${formatSummary(encoded)}`);

@@ -41,18 +41,26 @@ class FaceSwapRenderer implements Renderer, FaceDetector {
       height: request.height,
       fps: request.fps,
     });
+    let frames: number;
     try {
       await pool.broadcast({ type: "sources", job, sources: faces.sources });
-      const frames = await renderFrames(request, stage);
-      const seconds = (performance.now() - started) / 1000;
-      this.options.logger.info(
-        { frames, seconds: Number(seconds.toFixed(2)), fps: Number((frames / seconds).toFixed(1)), mode: request.mode, style: request.style },
-        "render finished",
-      );
-      return { frames };
-    } finally {
+      frames = await renderFrames(request, stage);
+    } catch (error) {
       await stage.end();
+      throw error;
     }
+    const times = await stage.end();
+    const seconds = (performance.now() - started) / 1000;
+    // Where the workers' time went, per frame: what to look at first when a render is slow.
+    const perFrame = (ms: number) => Number((ms / frames).toFixed(1));
+    this.options.logger.info(
+      {
+        event: "render_finished", frames, seconds: Number(seconds.toFixed(2)), fps: Number((frames / seconds).toFixed(1)), mode: request.mode, style: request.style,
+        ...(times && { worker_ms_per_frame: { faces: perFrame(times.faces), eyes: perFrame(times.eyes), hands: perFrame(times.hands), draw: perFrame(times.draw) } }),
+      },
+      "render finished",
+    );
+    return { frames };
   }
 
   async prepare(): Promise<void> {

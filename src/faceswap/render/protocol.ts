@@ -26,6 +26,17 @@ export interface SwapTarget {
   lowered: number;
 }
 
+/**
+ * Milliseconds one worker spent on each part of one render's frames: finding and meshing the faces,
+ * reading how open their eyes are, searching for and following hands, and drawing the new faces.
+ */
+export interface StageTimes {
+  faces: number;
+  eyes: number;
+  hands: number;
+  draw: number;
+}
+
 /** Requests to a render worker; each is answered once with the same `id`. */
 export type WorkerRequest =
   /**
@@ -45,7 +56,7 @@ export type WorkerRequest =
   | { type: "analyse"; id: number; pixels: ArrayBuffer; width: number; height: number; minConfidence: number; upright: boolean; eyes: boolean }
   | { type: "similarities"; id: number; embedding: number[]; candidates: number[][] }
   | { type: "sources"; id: number; job: number; sources: SourceFace[] }
-  /** Drops what the worker holds for a job (frames of a cancelled render, its sources). */
+  /** Drops what the worker holds for a job (frames of a cancelled render, its sources); answered with its StageTimes. */
   | { type: "end"; id: number; job: number };
 
 export type WorkerReply =

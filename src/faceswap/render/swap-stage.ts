@@ -1,7 +1,7 @@
 import type { FaceSwapMode } from "../../platform/db/schema.js";
 import type { FrameStage } from "./pipeline.js";
 import { facesBetween } from "./faces-between.js";
-import type { FaceData, SwapTarget } from "./protocol.js";
+import type { FaceData, StageTimes, SwapTarget } from "./protocol.js";
 import type { StyleParams } from "./swap.js";
 import { FaceTracker, iou, SAME_FACE, type Track } from "./tracker.js";
 import type { WorkerPool } from "./worker-pool.js";
@@ -133,9 +133,18 @@ export class SwapStage implements FrameStage {
     return found;
   }
 
-  /** Drops whatever the workers still hold for this render. */
-  async end(): Promise<void> {
-    await this.pool.broadcast({ type: "end", job: this.plan.job }).catch(() => {});
+  /**
+   * Drops whatever the workers still hold for this render; resolves with the time they spent on it,
+   * by part and summed over the workers, or undefined when a worker could not answer.
+   */
+  async end(): Promise<StageTimes | undefined> {
+    const replies = (await this.pool.broadcast({ type: "end", job: this.plan.job }).catch(() => undefined)) as StageTimes[] | undefined;
+    return replies?.reduce((sum, times) => ({
+      faces: sum.faces + times.faces,
+      eyes: sum.eyes + times.eyes,
+      hands: sum.hands + times.hands,
+      draw: sum.draw + times.draw,
+    }));
   }
 
   private async targets(worker: number, index: number, faces: FaceData[], next: FaceData[] | null): Promise<SwapTarget[]> {

@@ -4,7 +4,7 @@ import { eyeOpenness } from "./eye-openness.js";
 import { FaceFollower } from "./face-follower.js";
 import { HandFinder } from "./hands.js";
 import { detectAfresh, loadHuman } from "./human.js";
-import type { FaceData, WorkerReply, WorkerRequest } from "./protocol.js";
+import type { FaceData, StageTimes, WorkerReply, WorkerRequest } from "./protocol.js";
 import { mirrorPoints } from "./mirror.js";
 import { swapFace, type SourceFace } from "./swap.js";
 import { UprightMesher, type MeshFrame } from "./upright.js";
@@ -25,6 +25,20 @@ const VIDEO_MIN_CONFIDENCE = 0.3;
 /** Frames between detect and finish, with the keypoints of the hands found in them. */
 const held = new Map<string, { pixels: Uint8Array; width: number; height: number; hands: Float32Array[] }>();
 const sources = new Map<number, SourceFace[]>();
+/** Each render's time on this worker, by part. */
+const stageTimes = new Map<number, StageTimes>();
+
+/** `work`, its time added to `stage` of render `job`. */
+async function timed<T>(job: number, stage: keyof StageTimes, work: () => Promise<T>): Promise<T> {
+  const started = performance.now();
+  try {
+    return await work();
+  } finally {
+    let times = stageTimes.get(job);
+    if (!times) stageTimes.set(job, (times = { faces: 0, eyes: 0, hands: 0, draw: 0 }));
+    times[stage] += performance.now() - started;
+  }
+}
 
 function toFaceData(face: { box: readonly number[]; score: number; mesh: Point[]; embedding?: number[] | undefined }, points = face.mesh): FaceData {
   const mesh = new Float32Array(points.length * 2);
@@ -90,10 +104,10 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
       let follower = followers.get(request.job);
       if (!follower) followers.set(request.job, (follower = new FaceFollower(human, mirror, VIDEO_MIN_CONFIDENCE)));
       const found = await withFrame(pixels, request.width, request.height, async (meshFrame) => {
-        const followed = await follower.faces(meshFrame, request.mesh);
+        const followed = await timed(request.job, "faces", () => follower.faces(meshFrame, request.mesh));
         const faces = followed?.map((face) => toFaceData(face));
-        if (followed && faces && request.eyes) await readEyes(meshFrame, faces, followed.map((face) => face.mesh));
-        frame.hands = await finder.find(meshFrame, faces?.map((face) => face.box) ?? follower.boxes);
+        if (followed && faces && request.eyes) await timed(request.job, "eyes", () => readEyes(meshFrame, faces, followed.map((face) => face.mesh)));
+        frame.hands = await timed(request.job, "hands", () => finder.find(meshFrame, faces?.map((face) => face.box) ?? follower.boxes));
         return faces ?? null;
       });
       return { value: found };
@@ -106,10 +120,12 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
       const { pixels, width, height, hands: handPoints } = heldFrame(request.job, request.frame);
       held.delete(`${request.job}:${request.frame}`);
       const jobSources = sources.get(request.job) ?? [];
-      for (const target of request.targets) {
-        const source = jobSources[target.source];
-        if (source) swapFace(pixels, width, height, target.mesh, target.depth, target.neutral, target.lowered, source, human.faceTriangulation, mirror, request.style, handPoints);
-      }
+      await timed(request.job, "draw", async () => {
+        for (const target of request.targets) {
+          const source = jobSources[target.source];
+          if (source) swapFace(pixels, width, height, target.mesh, target.depth, target.neutral, target.lowered, source, human.faceTriangulation, mirror, request.style, handPoints);
+        }
+      });
       return { value: pixels.buffer, transfer: [pixels.buffer as ArrayBuffer] };
     }
     case "analyse": {
@@ -121,12 +137,15 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
     case "sources":
       sources.set(request.job, request.sources);
       return { value: null };
-    case "end":
+    case "end": {
+      const times = stageTimes.get(request.job) ?? { faces: 0, eyes: 0, hands: 0, draw: 0 };
+      stageTimes.delete(request.job);
       sources.delete(request.job);
       handFinders.delete(request.job);
       followers.delete(request.job);
       for (const key of held.keys()) if (key.startsWith(`${request.job}:`)) held.delete(key);
-      return { value: null };
+      return { value: times };
+    }
   }
 }
 
