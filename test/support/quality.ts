@@ -296,8 +296,9 @@ export class QualityJudge {
         // swap, as the eyes are, grown as the renderer grows them (LOWERED_GROW), so their make-up is
         // not counted among the marks either.
         const lowered = face.eyes != null && lidsLowered(face.eyes) >= 0.5;
-        const lids = lowered ? EYE_LIDS.reduce((mesh, lid) => grownPolygon(mesh, lid, LOWERED_GROW), face.mesh) : face.mesh;
-        const marks = inputMarks(before, reg, lids, lowered ? [...FEATURE_OUTLINES, ...EYE_LIDS] : FEATURE_OUTLINES);
+        const marks = lowered
+          ? inputMarks(before, reg, EYE_LIDS.reduce((mesh, lid) => grownPolygon(mesh, lid, LOWERED_GROW), face.mesh), [...FEATURE_OUTLINES, ...EYE_LIDS])
+          : inputMarks(before, reg, face.mesh, FEATURE_OUTLINES);
         const plain = Uint8Array.from(boxBlur(Float32Array.from(marks.dark), reg.w, reg.h, 1), (v) => (v > 0 ? 0 : 1));
         scores.push({
           frame: f,

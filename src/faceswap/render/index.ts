@@ -52,11 +52,11 @@ class FaceSwapRenderer implements Renderer, FaceDetector {
     const times = await stage.end();
     const seconds = (performance.now() - started) / 1000;
     // Where the workers' time went, per frame: what to look at first when a render is slow.
-    const perFrame = (ms: number) => Number((ms / frames).toFixed(1));
+    const perFrame = times && Object.fromEntries(Object.entries(times).map(([part, ms]) => [part, Number((ms / frames).toFixed(1))]));
     this.options.logger.info(
       {
         event: "render_finished", frames, seconds: Number(seconds.toFixed(2)), fps: Number((frames / seconds).toFixed(1)), mode: request.mode, style: request.style,
-        ...(times && { worker_ms_per_frame: { faces: perFrame(times.faces), eyes: perFrame(times.eyes), hands: perFrame(times.hands), draw: perFrame(times.draw) } }),
+        ...(perFrame && { worker_ms_per_frame: perFrame }),
       },
       "render finished",
     );

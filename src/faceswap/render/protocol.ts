@@ -37,6 +37,15 @@ export interface StageTimes {
   draw: number;
 }
 
+export function noStageTimes(): StageTimes {
+  return { faces: 0, eyes: 0, hands: 0, draw: 0 };
+}
+
+/** `a` and `b` added part by part. */
+export function addStageTimes(a: StageTimes, b: StageTimes): StageTimes {
+  return { faces: a.faces + b.faces, eyes: a.eyes + b.eyes, hands: a.hands + b.hands, draw: a.draw + b.draw };
+}
+
 /** Requests to a render worker; each is answered once with the same `id`. */
 export type WorkerRequest =
   /**

@@ -1,7 +1,7 @@
 import type { FaceSwapMode } from "../../platform/db/schema.js";
 import type { FrameStage } from "./pipeline.js";
 import { facesBetween } from "./faces-between.js";
-import type { FaceData, StageTimes, SwapTarget } from "./protocol.js";
+import { addStageTimes, type FaceData, type StageTimes, type SwapTarget } from "./protocol.js";
 import type { StyleParams } from "./swap.js";
 import { FaceTracker, iou, SAME_FACE, type Track } from "./tracker.js";
 import type { WorkerPool } from "./worker-pool.js";
@@ -139,12 +139,7 @@ export class SwapStage implements FrameStage {
    */
   async end(): Promise<StageTimes | undefined> {
     const replies = (await this.pool.broadcast({ type: "end", job: this.plan.job }).catch(() => undefined)) as StageTimes[] | undefined;
-    return replies?.reduce((sum, times) => ({
-      faces: sum.faces + times.faces,
-      eyes: sum.eyes + times.eyes,
-      hands: sum.hands + times.hands,
-      draw: sum.draw + times.draw,
-    }));
+    return replies?.reduce(addStageTimes);
   }
 
   private async targets(worker: number, index: number, faces: FaceData[], next: FaceData[] | null): Promise<SwapTarget[]> {

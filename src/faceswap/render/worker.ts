@@ -4,7 +4,7 @@ import { eyeOpenness } from "./eye-openness.js";
 import { FaceFollower } from "./face-follower.js";
 import { HandFinder } from "./hands.js";
 import { detectAfresh, loadHuman } from "./human.js";
-import type { FaceData, StageTimes, WorkerReply, WorkerRequest } from "./protocol.js";
+import { noStageTimes, type FaceData, type StageTimes, type WorkerReply, type WorkerRequest } from "./protocol.js";
 import { mirrorPoints } from "./mirror.js";
 import { swapFace, type SourceFace } from "./swap.js";
 import { UprightMesher, type MeshFrame } from "./upright.js";
@@ -35,7 +35,7 @@ async function timed<T>(job: number, stage: keyof StageTimes, work: () => Promis
     return await work();
   } finally {
     let times = stageTimes.get(job);
-    if (!times) stageTimes.set(job, (times = { faces: 0, eyes: 0, hands: 0, draw: 0 }));
+    if (!times) stageTimes.set(job, (times = noStageTimes()));
     times[stage] += performance.now() - started;
   }
 }
@@ -138,7 +138,7 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
       sources.set(request.job, request.sources);
       return { value: null };
     case "end": {
-      const times = stageTimes.get(request.job) ?? { faces: 0, eyes: 0, hands: 0, draw: 0 };
+      const times = stageTimes.get(request.job) ?? noStageTimes();
       stageTimes.delete(request.job);
       sources.delete(request.job);
       handFinders.delete(request.job);
