@@ -1,6 +1,7 @@
 import type { StyleVersion } from "../../platform/db/schema.js";
 import { pyramidBlend } from "./blend.js";
 import { targetExpression } from "./expression.js";
+import { matchGrain } from "./grain.js";
 import { BROWS, EYE_CORNERS, EYE_OPENINGS, facingSign, featureMask, INNER_LIPS, LIPS, OVAL, rasterise, signedArea } from "./mesh.js";
 import { handMask, occlusion } from "./occlusion.js";
 import { boxBlur, fillPolygon, fromYCbCr, grownPolygon, pointBounds, sampleTriangle, toYCbCr, ycbcr } from "./pixels.js";
@@ -324,6 +325,10 @@ export function swapFace(
     sharpenLuma(warped, w, h, matchedSharpening(warped, targetPatch, drawn, drawnFeatures, w, h, most), drawnFeatures);
   }
   if (style.keepTexture > 0) addDetail(warped, targetPatch, w, h, style.keepTexture, Math.max(1, faceSize / 80));
+  // Grain comes last: sharpened, it would be coarser than the footage's.
+  const bothSkin = scratch("bothSkin", n);
+  for (let i = 0; i < n; i++) bothSkin[i] = targetSkin[i]! * sourceSkin[i]!;
+  matchGrain(warped, targetPatch, bothSkin, w, h);
   targetExpression(warped, frame, width, height, target, drawnMesh, place, lowered);
   // The blend's support ends a pixel or two inside the visible face; its mask fades in over the
   // style's feather, each band of the pyramid over its own scale (see pyramidBlend).
