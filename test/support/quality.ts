@@ -68,6 +68,13 @@ export interface FaceScore {
    * steady (STEADY_API) or mostly behind an occluder.
    */
   misplacedApi: number;
+  /**
+   * Grain inside the face (r < 0.85, the input's marks left out), output over input: the noise level
+   * 1.4826 x the median of |luma - its 3x3 median|. A clean new face on footage shot in low light,
+   * smooth where everything around it is grainy, scores low. NaN (not judged) where the input's own
+   * level is under GRAIN_JUDGED: on clean footage the ratio is one of two small numbers.
+   */
+  grain: number;
   /** Human faceres similarity to the new face, output minus input (-1: no face found in the output). */
   faceres: number;
   /** face-api descriptor distance to the new face, input minus output (positive: closer). */
@@ -127,6 +134,14 @@ export const MARKS_LIMIT = { max: 0.2, v1: 0.26 } as const;
  */
 export const SHARPNESS_MEDIAN = { min: 0.68, max: 1.25 } as const;
 
+/**
+ * Bound on the median grain of a clip's faces (see FaceScore.grain), where the footage has grain to
+ * judge. The still clip (sensor noise) re-encoded as its own output keeps 0.72 (faces 0.67-0.81); new
+ * faces drawn clean on it kept 0.08 (v2; faces 0.05-0.39) and 0.37 (v1, which lays 40 % of the
+ * footage's detail back), smooth where the frame around them is grainy.
+ */
+export const GRAIN_MEDIAN = { min: 0.5 } as const;
+
 /** Share of the footage's own re-encoded sharpness (median) a clip's faces must keep when that is under SHARPNESS_MEDIAN.min. */
 export const ENCODED_SHARE = 0.9;
 
@@ -172,7 +187,7 @@ export function failures(score: FaceScore, measures: readonly Measure[] = Object
   return measures.flatMap((name) => (judged(name) && outside(score[name], LIMITS[name]) ? [`${name} ${score[name].toFixed(3)}`] : []));
 }
 
-export type Summary = Record<Measure | keyof typeof IDENTITY_LIMITS | "marks", number> & {
+export type Summary = Record<Measure | keyof typeof IDENTITY_LIMITS | "marks" | "grain", number> & {
   /** Share of the faces that fail any of LIMITS. */
   failing: number;
   /** Share of the faces that fail any of EVERY_FACE. */
@@ -189,6 +204,7 @@ export function summarise(scores: FaceScore[]): Summary {
   const names = [...Object.keys(LIMITS), ...Object.keys(IDENTITY_LIMITS)] as (Measure | keyof typeof IDENTITY_LIMITS)[];
   const medians = Object.fromEntries(names.map((name) => [name, median(scores.map((s) => s[name]))])) as Summary;
   medians.marks = median(scores.map((s) => s.marks));
+  medians.grain = median(scores.map((s) => s.grain));
   const share = (failing: (s: FaceScore) => boolean) => scores.filter(failing).length / Math.max(1, scores.length);
   return { ...medians, failing: share((s) => failures(s).length > 0), failingEvery: share((s) => failures(s, EVERY_FACE).length > 0) };
 }
@@ -205,6 +221,7 @@ export function clipFailures(summary: Summary, encoded?: Summary): string[] {
   const found = failures({ frame: 0, face: 0, ...summary }, (Object.keys(LIMITS) as Measure[]).filter((name) => name !== "sharpness"));
   const floor = Math.min(SHARPNESS_MEDIAN.min, encoded ? ENCODED_SHARE * encoded.sharpness : Infinity);
   if (!(summary.sharpness >= floor && summary.sharpness <= SHARPNESS_MEDIAN.max)) found.push(`median sharpness ${summary.sharpness.toFixed(3)}`);
+  if (!Number.isNaN(summary.grain) && !(summary.grain >= GRAIN_MEDIAN.min)) found.push(`median grain ${summary.grain.toFixed(2)}`);
   if (summary.failingEvery > 0) found.push(`faces failing ${EVERY_FACE.join("/")} ${(summary.failingEvery * 100).toFixed(0)}%`);
   if (!(summary.failing <= FAILING_LIMIT.max)) found.push(`faces failing any limit ${(summary.failing * 100).toFixed(0)}%`);
   return found;
@@ -221,7 +238,7 @@ export function formatSummary(summary: Summary): string {
   return (
     `outside ${summary.outside.toFixed(3)} speckles ${summary.speckles.toFixed(2)} seam ${summary.seam.toFixed(2)} ` +
     `sharpness ${summary.sharpness.toFixed(2)} flicker ${summary.flicker.toFixed(2)} colour ${summary.colourStep.toFixed(1)} ` +
-    `tone ${summary.tone.toFixed(2)} tint ${summary.tint.toFixed(1)} marks ${summary.marks.toFixed(2)} misplaced ${summary.misplaced.toFixed(2)} (face-api ${summary.misplacedApi.toFixed(2)}) ` +
+    `tone ${summary.tone.toFixed(2)} tint ${summary.tint.toFixed(1)} marks ${summary.marks.toFixed(2)} grain ${summary.grain.toFixed(2)} misplaced ${summary.misplaced.toFixed(2)} (face-api ${summary.misplacedApi.toFixed(2)}) ` +
     `faceres ${summary.faceres.toFixed(3)} face-api ${summary.faceApi.toFixed(3)} failing ${(summary.failing * 100).toFixed(0)}% ` +
     `(${EVERY_FACE.join("/")}: ${(summary.failingEvery * 100).toFixed(0)}%)`
   );
@@ -314,6 +331,7 @@ export class QualityJudge {
           // a black dot on the nose, every swap's natural pink nose tip scored 3-6.
           tint: marks.enough ? NaN : noseTint(after, face.mesh) - noseTint(before, face.mesh),
           marks: marksKept(after, reg, marks),
+          grain: grainRatio(before, after, reg, plain),
           misplaced: steady[i]! ? landmarkShift(face, sameFace(face, swapped), occluders?.[f], before.width) : NaN,
           misplacedApi: await featureShift(before, shiftedFrame, after, face.mesh, occluders?.[f]),
           ...(await this.identity(face, before, after, swapped)),
@@ -473,6 +491,32 @@ function impulses(image: RgbImage, reg: Region): number {
     }
   }
   return (1000 * count) / Math.max(1, n);
+}
+
+/** Input grain (see FaceScore.grain) under which grain is not judged; the test clips made from photos read 0.4-1.1. */
+const GRAIN_JUDGED = 2;
+
+function grainRatio(before: RgbImage, after: RgbImage, reg: Region, mask: Uint8Array): number {
+  const input = grainOf(before, reg, mask);
+  return input < GRAIN_JUDGED ? NaN : grainOf(after, reg, mask) / input;
+}
+
+/** 1.4826 x the median of |luma - its 3x3 median| over the pixels of r < 0.85 where `mask` is 1. */
+function grainOf(image: RgbImage, reg: Region, mask: Uint8Array): number {
+  const plane = lumaPlane(image, reg, 0, 0);
+  const window = new Float32Array(9);
+  const residuals: number[] = [];
+  for (let y = 1; y < reg.h - 1; y++) {
+    for (let x = 1; x < reg.w - 1; x++) {
+      if (reg.r[y * reg.w + x]! >= 0.85 || mask[y * reg.w + x] === 0) continue;
+      let k = 0;
+      for (let dy = -1; dy <= 1; dy++) for (let dx = -1; dx <= 1; dx++) window[k++] = plane[(y + dy) * reg.w + x + dx]!;
+      window.sort();
+      residuals.push(Math.abs(plane[y * reg.w + x]! - window[4]!));
+    }
+  }
+  residuals.sort((a, b) => a - b);
+  return 1.4826 * (residuals[Math.floor(residuals.length / 2)] ?? 0);
 }
 
 function seamStrength(image: RgbImage, reg: Region): number {
