@@ -138,9 +138,10 @@ export const SHARPNESS_MEDIAN = { min: 0.68, max: 1.25 } as const;
  * Bound on the median grain of a clip's faces (see FaceScore.grain), where the footage has grain to
  * judge. The still clip (sensor noise) re-encoded as its own output keeps 0.72 (faces 0.67-0.81); new
  * faces drawn clean on it kept 0.08 (v2; faces 0.05-0.39) and 0.37 (v1, which lays 40 % of the
- * footage's detail back), smooth where the frame around them is grainy.
+ * footage's detail back), smooth where the frame around them is grainy. Above: a face grainier than
+ * the footage around it, as the same bound on sharpness has it.
  */
-export const GRAIN_MEDIAN = { min: 0.5 } as const;
+export const GRAIN_MEDIAN = { min: 0.5, max: 1.25 } as const;
 
 /** Share of the footage's own re-encoded sharpness (median) a clip's faces must keep when that is under SHARPNESS_MEDIAN.min. */
 export const ENCODED_SHARE = 0.9;
@@ -221,7 +222,7 @@ export function clipFailures(summary: Summary, encoded?: Summary): string[] {
   const found = failures({ frame: 0, face: 0, ...summary }, (Object.keys(LIMITS) as Measure[]).filter((name) => name !== "sharpness"));
   const floor = Math.min(SHARPNESS_MEDIAN.min, encoded ? ENCODED_SHARE * encoded.sharpness : Infinity);
   if (!(summary.sharpness >= floor && summary.sharpness <= SHARPNESS_MEDIAN.max)) found.push(`median sharpness ${summary.sharpness.toFixed(3)}`);
-  if (!Number.isNaN(summary.grain) && !(summary.grain >= GRAIN_MEDIAN.min)) found.push(`median grain ${summary.grain.toFixed(2)}`);
+  if (!Number.isNaN(summary.grain) && outside(summary.grain, GRAIN_MEDIAN)) found.push(`median grain ${summary.grain.toFixed(2)}`);
   if (summary.failingEvery > 0) found.push(`faces failing ${EVERY_FACE.join("/")} ${(summary.failingEvery * 100).toFixed(0)}%`);
   if (!(summary.failing <= FAILING_LIMIT.max)) found.push(`faces failing any limit ${(summary.failing * 100).toFixed(0)}%`);
   return found;
@@ -493,7 +494,10 @@ function impulses(image: RgbImage, reg: Region): number {
   return (1000 * count) / Math.max(1, n);
 }
 
-/** Input grain (see FaceScore.grain) under which grain is not judged; the test clips made from photos read 0.4-1.1. */
+/**
+ * Input grain (see FaceScore.grain) under which grain is not judged: every face of the test clips made
+ * from photos reads under it, and the renderer lays no grain on footage under 2 either.
+ */
 const GRAIN_JUDGED = 2;
 
 function grainRatio(before: RgbImage, after: RgbImage, reg: Region, mask: Uint8Array): number {

@@ -1,5 +1,5 @@
 import { EYE_OPENINGS } from "./mesh.js";
-import { boxBlur, fillPolygon, grownPolygon, pointBounds, toYCbCr, ycbcr } from "./pixels.js";
+import { boxBlur, fillPolygon, grownPolygon, MAD_TO_SD, middleBin, pointBounds, toYCbCr, ycbcr } from "./pixels.js";
 import { scratch } from "./scratch.js";
 
 /** Where a face's patch lies in the frame, and the face's size (pixels). */
@@ -193,8 +193,6 @@ function colourModel(target: Float32Array, n: number, include: (i: number) => bo
 const MIN_SPREAD = 2;
 // Histogram bins per YCbCr unit, over -HALF_RANGE..HALF_RANGE (luma is moved down by 128 into it).
 const BINS_PER_UNIT = 2, HALF_RANGE = 128, BINS = 2 * HALF_RANGE * BINS_PER_UNIT;
-// A normal distribution's standard deviation is this many times its median absolute deviation.
-const MAD_TO_SD = 1.4826;
 
 /** Median and scaled median absolute deviation per YCbCr channel of the picked pixels (histograms of half units). */
 export function medianModel(target: Float32Array, n: number, include: (i: number) => boolean): { mean: number[]; spread: number[] } | undefined {
@@ -222,12 +220,7 @@ export function medianModel(target: Float32Array, n: number, include: (i: number
 
 /** The value at the middle of channel `c`'s histogram of `count` values (the centre of the bin holding it). */
 function binMiddle(histogram: Float32Array, c: number, count: number): number {
-  let seen = 0;
-  for (let b = 0; b < BINS; b++) {
-    seen += histogram[c * BINS + b]!;
-    if (seen * 2 >= count) return (b + 0.5) / BINS_PER_UNIT - HALF_RANGE;
-  }
-  return HALF_RANGE;
+  return (middleBin(histogram, c * BINS, BINS, count) + 0.5) / BINS_PER_UNIT - HALF_RANGE;
 }
 
 /** Whether the colour in `ycbcr` lies within `k` spreads of the skin model (chroma, and luma at twice that). */

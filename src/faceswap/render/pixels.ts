@@ -109,6 +109,22 @@ function blurColumns(input: Float32Array, out: Float32Array, w: number, h: numbe
   }
 }
 
+/** Turns a median absolute deviation into a normal distribution's sigma. */
+export const MAD_TO_SD = 1.4826;
+
+/**
+ * The bin of `histogram[start, start + bins)` that holds the middle of its `count` values: the index of
+ * the first bin, counted from `start`, by which half of them have been seen.
+ */
+export function middleBin(histogram: Float32Array, start: number, bins: number, count: number): number {
+  let seen = 0;
+  for (let b = 0; b < bins; b++) {
+    seen += histogram[start + b]!;
+    if (seen * 2 >= count) return b;
+  }
+  return bins - 1;
+}
+
 /** A copy of `mesh` with the points of `polygon` moved out from their centre by `margin` of their distance. */
 export function grownPolygon(mesh: Float32Array, polygon: readonly number[], margin: number): Float32Array {
   let cx = 0, cy = 0;
