@@ -1,16 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { grainLevel, matchGrain } from "../src/faceswap/render/grain.js";
+import { sequence } from "./support/sequence.js";
 
 const W = 64, H = 64;
-
-/** A fixed sequence in [0, 1), so a failure is the same on every run. */
-function sequence(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    return state / 2 ** 32;
-  };
-}
 
 /** Skin-toned rgb floats shaded from left to right, with grey noise of about `sigma` (uniform, sigma * sqrt(3) either way). */
 function face(sigma: number, seed: number): Float32Array {

@@ -3,6 +3,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { cropAndResize, rotateWithOffset, rowsRead } from "../src/faceswap/render/resample.js";
 import { loadHuman } from "../src/faceswap/render/human.js";
 import type { RgbImage } from "../src/faceswap/render/images.js";
+import { sequence } from "./support/sequence.js";
 
 type Tf = typeof import("@tensorflow/tfjs-core");
 type Box = [number, number, number, number];
@@ -14,15 +15,6 @@ beforeAll(async () => {
   human = await loadHuman();
   tf = human.tf as Tf;
 }, 60_000);
-
-/** A fixed sequence in [0, 1), so a failure is the same on every run. */
-function sequence(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    return state / 2 ** 32;
-  };
-}
 
 function noise(width: number, height: number, next: () => number): RgbImage {
   return { width, height, pixels: Uint8Array.from({ length: width * height * 3 }, () => Math.floor(next() * 256)) };
