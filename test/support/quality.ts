@@ -75,6 +75,13 @@ export interface FaceScore {
    * level is under GRAIN_JUDGED: on clean footage the ratio is one of two small numbers.
    */
   grain: number;
+  /**
+   * `grain` of the colour: the noise level of Cb and Cr (the root of their mean square), output over
+   * input. Footage shot in low light carries coloured speckles as well as grey ones; a new face given
+   * only the grey ones is smooth in colour where the frame around it is mottled. NaN where the input's
+   * own colour level is under CHROMA_GRAIN_JUDGED.
+   */
+  chromaGrain: number;
   /** Human faceres similarity to the new face, output minus input (-1: no face found in the output). */
   faceres: number;
   /** face-api descriptor distance to the new face, input minus output (positive: closer). */
@@ -143,6 +150,15 @@ export const SHARPNESS_MEDIAN = { min: 0.68, max: 1.25 } as const;
  */
 export const GRAIN_MEDIAN = { min: 0.5, max: 1.25 } as const;
 
+/**
+ * Bound on the median chromaGrain of a clip's faces, as GRAIN_MEDIAN is for luma. The still clip
+ * re-encoded as its own output keeps 0.69 of its colour noise; rendered, the frame around the faces
+ * keeps about 0.6 (decoded to rgb and encoded again, the encoder's colour blocks average it). New faces
+ * given the footage's grey grain only kept 0.02 (v2; faces 0.00-0.04) and 0.00 (v1; 0.00-0.06), smooth in
+ * colour among coloured speckles; with its colour grain on the frame's own 2x2 blocks, 0.46 (both styles).
+ */
+export const CHROMA_GRAIN_MEDIAN = { min: 0.3, max: 1.25 } as const;
+
 /** Share of the footage's own re-encoded sharpness (median) a clip's faces must keep when that is under SHARPNESS_MEDIAN.min. */
 export const ENCODED_SHARE = 0.9;
 
@@ -188,7 +204,7 @@ export function failures(score: FaceScore, measures: readonly Measure[] = Object
   return measures.flatMap((name) => (judged(name) && outside(score[name], LIMITS[name]) ? [`${name} ${score[name].toFixed(3)}`] : []));
 }
 
-export type Summary = Record<Measure | keyof typeof IDENTITY_LIMITS | "marks" | "grain", number> & {
+export type Summary = Record<Measure | keyof typeof IDENTITY_LIMITS | "marks" | "grain" | "chromaGrain", number> & {
   /** Share of the faces that fail any of LIMITS. */
   failing: number;
   /** Share of the faces that fail any of EVERY_FACE. */
@@ -206,6 +222,7 @@ export function summarise(scores: FaceScore[]): Summary {
   const medians = Object.fromEntries(names.map((name) => [name, median(scores.map((s) => s[name]))])) as Summary;
   medians.marks = median(scores.map((s) => s.marks));
   medians.grain = median(scores.map((s) => s.grain));
+  medians.chromaGrain = median(scores.map((s) => s.chromaGrain));
   const share = (failing: (s: FaceScore) => boolean) => scores.filter(failing).length / Math.max(1, scores.length);
   return { ...medians, failing: share((s) => failures(s).length > 0), failingEvery: share((s) => failures(s, EVERY_FACE).length > 0) };
 }
@@ -223,6 +240,9 @@ export function clipFailures(summary: Summary, encoded?: Summary): string[] {
   const floor = Math.min(SHARPNESS_MEDIAN.min, encoded ? ENCODED_SHARE * encoded.sharpness : Infinity);
   if (!(summary.sharpness >= floor && summary.sharpness <= SHARPNESS_MEDIAN.max)) found.push(`median sharpness ${summary.sharpness.toFixed(3)}`);
   if (!Number.isNaN(summary.grain) && outside(summary.grain, GRAIN_MEDIAN)) found.push(`median grain ${summary.grain.toFixed(2)}`);
+  if (!Number.isNaN(summary.chromaGrain) && outside(summary.chromaGrain, CHROMA_GRAIN_MEDIAN)) {
+    found.push(`median chroma grain ${summary.chromaGrain.toFixed(2)}`);
+  }
   if (summary.failingEvery > 0) found.push(`faces failing ${EVERY_FACE.join("/")} ${(summary.failingEvery * 100).toFixed(0)}%`);
   if (!(summary.failing <= FAILING_LIMIT.max)) found.push(`faces failing any limit ${(summary.failing * 100).toFixed(0)}%`);
   return found;
@@ -239,7 +259,7 @@ export function formatSummary(summary: Summary): string {
   return (
     `outside ${summary.outside.toFixed(3)} speckles ${summary.speckles.toFixed(2)} seam ${summary.seam.toFixed(2)} ` +
     `sharpness ${summary.sharpness.toFixed(2)} flicker ${summary.flicker.toFixed(2)} colour ${summary.colourStep.toFixed(1)} ` +
-    `tone ${summary.tone.toFixed(2)} tint ${summary.tint.toFixed(1)} marks ${summary.marks.toFixed(2)} grain ${summary.grain.toFixed(2)} misplaced ${summary.misplaced.toFixed(2)} (face-api ${summary.misplacedApi.toFixed(2)}) ` +
+    `tone ${summary.tone.toFixed(2)} tint ${summary.tint.toFixed(1)} marks ${summary.marks.toFixed(2)} grain ${summary.grain.toFixed(2)} chroma grain ${summary.chromaGrain.toFixed(2)} misplaced ${summary.misplaced.toFixed(2)} (face-api ${summary.misplacedApi.toFixed(2)}) ` +
     `faceres ${summary.faceres.toFixed(3)} face-api ${summary.faceApi.toFixed(3)} failing ${(summary.failing * 100).toFixed(0)}% ` +
     `(${EVERY_FACE.join("/")}: ${(summary.failingEvery * 100).toFixed(0)}%)`
   );
@@ -332,7 +352,8 @@ export class QualityJudge {
           // a black dot on the nose, every swap's natural pink nose tip scored 3-6.
           tint: marks.enough ? NaN : noseTint(after, face.mesh) - noseTint(before, face.mesh),
           marks: marksKept(after, reg, marks),
-          grain: grainRatio(before, after, reg, plain),
+          grain: grainRatio(before, after, reg, plain, [LUMA], GRAIN_JUDGED),
+          chromaGrain: grainRatio(before, after, reg, plain, [CB, CR], CHROMA_GRAIN_JUDGED),
           misplaced: steady[i]! ? landmarkShift(face, sameFace(face, swapped), occluders?.[f], before.width) : NaN,
           misplacedApi: await featureShift(before, shiftedFrame, after, face.mesh, occluders?.[f]),
           ...(await this.identity(face, before, after, swapped)),
@@ -499,28 +520,65 @@ function impulses(image: RgbImage, reg: Region): number {
  * from photos reads under it, and the renderer lays no grain on footage under 2 either.
  */
 const GRAIN_JUDGED = 2;
+/**
+ * Input colour grain (see FaceScore.chromaGrain) under which it is not judged: the faces of the test
+ * clips made from photos read 0.2-0.5, the still clip's (sensor noise) 1.4-4.3.
+ */
+const CHROMA_GRAIN_JUDGED = 1;
 
-function grainRatio(before: RgbImage, after: RgbImage, reg: Region, mask: Uint8Array): number {
-  const input = grainOf(before, reg, mask);
-  return input < GRAIN_JUDGED ? NaN : grainOf(after, reg, mask) / input;
+function grainRatio(before: RgbImage, after: RgbImage, reg: Region, mask: Uint8Array, planes: readonly Weights[], judged: number): number {
+  const input = grainOf(before, reg, mask, planes);
+  return input < judged ? NaN : grainOf(after, reg, mask, planes) / input;
 }
 
-/** 1.4826 x the median of |luma - its 3x3 median| over the pixels of r < 0.85 where `mask` is 1. */
-function grainOf(image: RgbImage, reg: Region, mask: Uint8Array): number {
-  const plane = lumaPlane(image, reg, 0, 0);
+/** Weights of r, g and b making a plane. */
+type Weights = readonly [number, number, number];
+const LUMA: Weights = [0.299, 0.587, 0.114];
+const CB: Weights = [-0.168736, -0.331264, 0.5];
+const CR: Weights = [0.5, -0.418688, -0.081312];
+
+/**
+ * 1.4826 x the median of |plane - its 3x3 median| over the pixels of r < 0.85 where `mask` is 1, for
+ * each of `planes`; the root of their mean square. Colour planes are read on 2x2 blocks: video carries
+ * colour at half the resolution, so its noise comes in blocks that a 3x3 median of single pixels keeps.
+ */
+function grainOf(image: RgbImage, reg: Region, mask: Uint8Array, planes: readonly Weights[]): number {
   const window = new Float32Array(9);
-  const residuals: number[] = [];
-  for (let y = 1; y < reg.h - 1; y++) {
-    for (let x = 1; x < reg.w - 1; x++) {
-      if (reg.r[y * reg.w + x]! >= 0.85 || mask[y * reg.w + x] === 0) continue;
-      let k = 0;
-      for (let dy = -1; dy <= 1; dy++) for (let dx = -1; dx <= 1; dx++) window[k++] = plane[(y + dy) * reg.w + x + dx]!;
-      window.sort();
-      residuals.push(Math.abs(plane[y * reg.w + x]! - window[4]!));
+  let squares = 0;
+  for (const weights of planes) {
+    const bin = weights === LUMA ? 1 : 2;
+    // The frame's own blocks, which start on even pixels.
+    const ox = bin === 2 ? reg.x0 & 1 : 0, oy = bin === 2 ? reg.y0 & 1 : 0;
+    const w = Math.floor((reg.w - ox) / bin), h = Math.floor((reg.h - oy) / bin);
+    const plane = new Float32Array(w * h), inside = new Uint8Array(w * h);
+    for (let y = 0; y < h; y++) {
+      for (let x = 0; x < w; x++) {
+        let sum = 0, all = 1;
+        for (let dy = 0; dy < bin; dy++) {
+          for (let dx = 0; dx < bin; dx++) {
+            const rx = ox + x * bin + dx, ry = oy + y * bin + dy, p = ((reg.y0 + ry) * image.width + reg.x0 + rx) * 3;
+            sum += weights[0] * image.pixels[p]! + weights[1] * image.pixels[p + 1]! + weights[2] * image.pixels[p + 2]!;
+            if (reg.r[ry * reg.w + rx]! >= 0.85 || mask[ry * reg.w + rx] === 0) all = 0;
+          }
+        }
+        plane[y * w + x] = sum / (bin * bin);
+        inside[y * w + x] = all;
+      }
     }
+    const residuals: number[] = [];
+    for (let y = 1; y < h - 1; y++) {
+      for (let x = 1; x < w - 1; x++) {
+        if (inside[y * w + x] === 0) continue;
+        let k = 0;
+        for (let dy = -1; dy <= 1; dy++) for (let dx = -1; dx <= 1; dx++) window[k++] = plane[(y + dy) * w + x + dx]!;
+        window.sort();
+        residuals.push(Math.abs(plane[y * w + x]! - window[4]!));
+      }
+    }
+    residuals.sort((a, b) => a - b);
+    squares += (1.4826 * (residuals[Math.floor(residuals.length / 2)] ?? 0)) ** 2;
   }
-  residuals.sort((a, b) => a - b);
-  return 1.4826 * (residuals[Math.floor(residuals.length / 2)] ?? 0);
+  return Math.sqrt(squares / planes.length);
 }
 
 function seamStrength(image: RgbImage, reg: Region): number {

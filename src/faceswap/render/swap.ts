@@ -328,7 +328,7 @@ export function swapFace(
   // Grain comes last: sharpened, it would be coarser than the footage's.
   const bothSkin = scratch("bothSkin", n);
   for (let i = 0; i < n; i++) bothSkin[i] = targetSkin[i]! * sourceSkin[i]!;
-  matchGrain(warped, targetPatch, bothSkin, w, h);
+  matchGrain(warped, targetPatch, bothSkin, drawn, place);
   targetExpression(warped, frame, width, height, target, drawnMesh, place, lowered);
   // The blend's support ends a pixel or two inside the visible face; its mask fades in over the
   // style's feather, each band of the pyramid over its own scale (see pyramidBlend).
