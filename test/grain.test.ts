@@ -113,6 +113,24 @@ describe("matchGrain", () => {
     expect(levelOf(warped, right) / levelOf(target, right)).toBeGreaterThan(0.85);
   });
 
+  it("lays no grain on the new face's own edges", () => {
+    const target = face(4, 1), warped = face(0, 2);
+    // A band that is not skin (the new face's brow, say) with a sharp line down its middle.
+    const skin = allSkin();
+    for (let y = 0; y < H; y++) for (let x = 28; x < 37; x++) skin[y * W + x] = 0;
+    for (let y = 0; y < H; y++) for (let c = 0; c < 3; c++) warped[3 * (y * W + 32) + c]! -= 60;
+    const before = Float32Array.from(warped);
+    lay(warped, target, skin, allSkin());
+    const added = (x: number, y: number) => warped[3 * (y * W + x) + 1]! - before[3 * (y * W + x) + 1]!;
+    let beside = 0;
+    for (let y = 4; y < H - 4; y++) {
+      expect(added(32, y), `the line at row ${y}`).toBe(0);
+      beside += Math.abs(added(30, y)) + Math.abs(added(34, y));
+    }
+    // Beside the line, in the same band, the donors' grain.
+    expect(beside / (2 * (H - 8))).toBeGreaterThan(1);
+  });
+
   it("lays the footage's colour grain on the frame's 2x2 blocks, where the encoder keeps it", () => {
     // Colour noise on the frame's blocks (even pixels of the frame), the patch starting at odd ones.
     const x0 = 7, y0 = 3, sigma = 3;
@@ -129,16 +147,26 @@ describe("matchGrain", () => {
         target[i + 1]! -= 0.714136 * cr;
       }
     }
-    lay(warped, target, allSkin(), allSkin(), x0, y0);
+    // Drawn on the right half only, and not skin in a band across it: colour grain too comes from skin
+    // and lands only where the new face is drawn.
+    const skin = allSkin(), drawn = allSkin();
+    for (let i = 0; i < W * H; i++) if (i % W < W / 2) drawn[i] = skin[i] = 0;
+    for (let y = 30; y < 36; y++) for (let x = 0; x < W; x++) skin[y * W + x] = 0;
+    lay(warped, target, skin, drawn, x0, y0);
+    for (let i = 0; i < W * H; i++) {
+      if (i % W < W / 2) for (let c = 0; c < 3; c++) expect(warped[3 * i + c]).toBe(before[3 * i + c]);
+    }
     const crAdded = (x: number, y: number) => {
       const i = 3 * (y * W + x);
       return 0.5 * (warped[i]! - before[i]!) - 0.418688 * (warped[i + 1]! - before[i + 1]!) - 0.081312 * (warped[i + 2]! - before[i + 2]!);
     };
     const added: number[] = [], noise: number[] = [];
-    // Each of the frame's blocks inside the patch (its first column and row are the odd ones).
+    // Each of the frame's blocks inside the drawn half (the patch's first column and row are odd ones).
     for (let y = 1 + 2; y + 1 < H - 2; y += 2) {
-      for (let x = 1 + 2; x + 1 < W - 2; x += 2) {
+      for (let x = W / 2 + 1 + 2; x + 1 < W - 2; x += 2) {
         expect(crAdded(x + 1, y + 1)).toBeCloseTo(crAdded(x, y), 3);
+        // The band takes its donors' grain, not its own.
+        if (y >= 26 && y < 40) continue;
         added.push(crAdded(x, y));
         noise.push(blockNoise.get(`${(x0 + x) >> 1},${(y0 + y) >> 1}`)!);
       }

@@ -352,8 +352,8 @@ export class QualityJudge {
           // a black dot on the nose, every swap's natural pink nose tip scored 3-6.
           tint: marks.enough ? NaN : noseTint(after, face.mesh) - noseTint(before, face.mesh),
           marks: marksKept(after, reg, marks),
-          grain: grainRatio(before, after, reg, plain, [LUMA], GRAIN_JUDGED),
-          chromaGrain: grainRatio(before, after, reg, plain, [CB, CR], CHROMA_GRAIN_JUDGED),
+          grain: grainRatio(before, after, reg, plain, LUMA, GRAIN_JUDGED),
+          chromaGrain: grainRatio(before, after, reg, plain, CHROMA, CHROMA_GRAIN_JUDGED),
           misplaced: steady[i]! ? landmarkShift(face, sameFace(face, swapped), occluders?.[f], before.width) : NaN,
           misplacedApi: await featureShift(before, shiftedFrame, after, face.mesh, occluders?.[f]),
           ...(await this.identity(face, before, after, swapped)),
@@ -522,31 +522,42 @@ function impulses(image: RgbImage, reg: Region): number {
 const GRAIN_JUDGED = 2;
 /**
  * Input colour grain (see FaceScore.chromaGrain) under which it is not judged: the faces of the test
- * clips made from photos read 0.2-0.5, the still clip's (sensor noise) 1.4-4.3.
+ * clips made from photos read 0.2-0.5, the still clip's (sensor noise) 1.4-4.3. Set on the colour alone,
+ * as a viewer sees it: footage with coloured noise but clean luma would be judged, though the renderer
+ * lays grain only where the luma has it (no test clip is such).
  */
 const CHROMA_GRAIN_JUDGED = 1;
 
-function grainRatio(before: RgbImage, after: RgbImage, reg: Region, mask: Uint8Array, planes: readonly Weights[], judged: number): number {
+function grainRatio(before: RgbImage, after: RgbImage, reg: Region, mask: Uint8Array, planes: Planes, judged: number): number {
   const input = grainOf(before, reg, mask, planes);
   return input < judged ? NaN : grainOf(after, reg, mask, planes) / input;
 }
 
 /** Weights of r, g and b making a plane. */
 type Weights = readonly [number, number, number];
-const LUMA: Weights = [0.299, 0.587, 0.114];
-const CB: Weights = [-0.168736, -0.331264, 0.5];
-const CR: Weights = [0.5, -0.418688, -0.081312];
+/** Planes read together, each on `bin` x `bin` blocks of the frame. */
+interface Planes {
+  weights: readonly Weights[];
+  bin: 1 | 2;
+}
+const LUMA: Planes = { weights: [[0.299, 0.587, 0.114]], bin: 1 };
+const CHROMA: Planes = {
+  weights: [
+    [-0.168736, -0.331264, 0.5],
+    [0.5, -0.418688, -0.081312],
+  ],
+  bin: 2,
+};
 
 /**
  * 1.4826 x the median of |plane - its 3x3 median| over the pixels of r < 0.85 where `mask` is 1, for
  * each of `planes`; the root of their mean square. Colour planes are read on 2x2 blocks: video carries
  * colour at half the resolution, so its noise comes in blocks that a 3x3 median of single pixels keeps.
  */
-function grainOf(image: RgbImage, reg: Region, mask: Uint8Array, planes: readonly Weights[]): number {
+function grainOf(image: RgbImage, reg: Region, mask: Uint8Array, { weights: planes, bin }: Planes): number {
   const window = new Float32Array(9);
   let squares = 0;
   for (const weights of planes) {
-    const bin = weights === LUMA ? 1 : 2;
     // The frame's own blocks, which start on even pixels.
     const ox = bin === 2 ? reg.x0 & 1 : 0, oy = bin === 2 ? reg.y0 & 1 : 0;
     const w = Math.floor((reg.w - ox) / bin), h = Math.floor((reg.h - oy) / bin);

