@@ -486,16 +486,16 @@ function outsideChange(before: RgbImage, after: RgbImage, reg: Region, others: R
 
 /** Impulse pixels per 1000 inside r < 0.9: luma off its 3x3 median by > 28, or a chroma by > 18. */
 function impulses(image: RgbImage, reg: Region): number {
-  const channels = [0, 1, 2].map(() => new Float32Array(reg.w * reg.h));
-  for (let y = 0; y < reg.h; y++) {
-    for (let x = 0; x < reg.w; x++) {
-      const p = ((reg.y0 + y) * image.width + reg.x0 + x) * 3;
-      const r = image.pixels[p]!, g = image.pixels[p + 1]!, b = image.pixels[p + 2]!;
-      channels[0]![y * reg.w + x] = 0.299 * r + 0.587 * g + 0.114 * b;
-      channels[1]![y * reg.w + x] = -0.168736 * r - 0.331264 * g + 0.5 * b;
-      channels[2]![y * reg.w + x] = 0.5 * r - 0.418688 * g - 0.081312 * b;
+  const channels = [...LUMA.weights, ...CHROMA.weights].map(([wr, wg, wb]) => {
+    const plane = new Float32Array(reg.w * reg.h);
+    for (let y = 0; y < reg.h; y++) {
+      for (let x = 0; x < reg.w; x++) {
+        const p = ((reg.y0 + y) * image.width + reg.x0 + x) * 3;
+        plane[y * reg.w + x] = wr * image.pixels[p]! + wg * image.pixels[p + 1]! + wb * image.pixels[p + 2]!;
+      }
     }
-  }
+    return plane;
+  });
   const limits = [28, 18, 18];
   const window = new Float32Array(9);
   let count = 0, n = 0;

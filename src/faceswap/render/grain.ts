@@ -1,4 +1,4 @@
-import { MAD_TO_SD, middleBin } from "./pixels.js";
+import { MAD_TO_SD, middleBin, RGB_OF_YCBCR, YCBCR_OF_RGB } from "./pixels.js";
 import { scratch } from "./scratch.js";
 
 /**
@@ -53,7 +53,7 @@ export function matchGrain(
   const fade = t * t * (3 - 2 * t);
   const added = scratch("grainAdded", n * 3).fill(0);
   const face = plane(warped, LUMA, w, h, 1, 0, 0, "grainWarped");
-  layPlane({ footage: targetLuma, level: footage, face, skin, drawn, w, h }, { bin: 1, ox: 0, oy: 0 }, fade, TO_RGB[0]!, added, w);
+  layPlane({ footage: targetLuma, level: footage, face, skin, drawn, w, h }, { bin: 1, ox: 0, oy: 0 }, fade, RGB_OF_YCBCR[0]!, added, w);
   // Video carries colour at half the resolution, on 2x2 blocks of the frame: its noise is read and laid
   // on those blocks. Read on single pixels, a 3x3 median keeps most of it and the residual misses it;
   // laid on other blocks than the frame's, the encoder's averaging over its own took nearly all of it
@@ -69,11 +69,11 @@ export function matchGrain(
     }
   }
   for (const k of [1, 2]) {
-    const footagePlane = plane(target, PLANES[k]!, w, h, 2, ox, oy, "grainTarget");
+    const footagePlane = plane(target, YCBCR_OF_RGB[k]!, w, h, 2, ox, oy, "grainTarget");
     const level = grainLevel(footagePlane, pw, ph, whole(blockSkin, pw), levelStep(pw * ph));
     if (level === undefined) continue;
-    const face = plane(warped, PLANES[k]!, w, h, 2, ox, oy, "grainWarped");
-    layPlane({ footage: footagePlane, level, face, skin: blockSkin, drawn: blockDrawn, w: pw, h: ph }, { bin: 2, ox, oy }, fade, TO_RGB[k]!, added, w);
+    const face = plane(warped, YCBCR_OF_RGB[k]!, w, h, 2, ox, oy, "grainWarped");
+    layPlane({ footage: footagePlane, level, face, skin: blockSkin, drawn: blockDrawn, w: pw, h: ph }, { bin: 2, ox, oy }, fade, RGB_OF_YCBCR[k]!, added, w);
   }
   for (let i = 0; i < n * 3; i++) warped[i]! += added[i]!;
 }
@@ -91,7 +91,7 @@ interface PlanePair {
 
 /** A plane's pixels: `bin` x `bin` blocks of the patch's, from (ox, oy), where a colour plane's blocks meet the frame's. */
 interface Blocks {
-  bin: number;
+  bin: 1 | 2;
   ox: number;
   oy: number;
 }
@@ -104,20 +104,20 @@ interface Blocks {
  */
 function layPlane(pair: PlanePair, { bin, ox, oy }: Blocks, fade: number, toRgb: Weights, added: Float32Array, patchW: number): void {
   const { footage, level, face, skin, drawn, w, h } = pair;
+  const inside = whole(skin, w);
   // Over the same pixels as the footage's level, so there are as many.
-  const own = grainLevel(face, w, h, whole(skin, w), levelStep(w * h))! / level;
+  const own = grainLevel(face, w, h, inside, levelStep(w * h))! / level;
   if (own >= 1) return;
   // The share g of the footage's residual that brings the new face's to the footage's level. Noises
   // add as squares only when independent: v1 has laid part of this same residual on already (its
   // footage detail), and there the two add up more: 1 = own² + 2·g·ρ·own + g², for their correlation ρ.
-  const rho = residualCorrelation(face, footage, w, h, whole(skin, w), levelStep(w * h));
+  const rho = residualCorrelation(face, footage, w, h, inside, levelStep(w * h));
   // Positive for any ρ while own < 1.
   const share = -rho * own + Math.sqrt(1 - own * own * (1 - rho * rho));
   const gain = fade * share, clip = GRAIN_CLIP * level;
   // The footage's residual where it is noise (`valid`, the share of it that is): on skin of both faces
   // and every pixel around, and within the clip.
   const residual = scratch("grainResidual", w * h).fill(0), valid = scratch("grainValid", w * h).fill(0);
-  const inside = whole(skin, w);
   for (let y = 1; y < h - 1; y++) {
     for (let x = 1; x < w - 1; x++) {
       const i = y * w + x;
@@ -171,7 +171,7 @@ function edge(plane: Float32Array, x: number, y: number, w: number, h: number, l
  * The first pixel at one of DONOR_OFFSETS from (x, y) whose residual is wholly noise, or -1. Nearer
  * rings come first; two pixels apart at least, so that a donor and the pixel beside it do not repeat a pair.
  * By position only: a donor kept from the pixel before (the next one mostly has one at the same offset)
- * made the choice depend on the order of the scan, and the grain on the lips and brows shimmered more
+ * made the choice depend on the order of the scan, and the grain on the brows shimmered more
  * (the still clip's median flicker 0.27 against 0.24, v2).
  */
 function nearestValid(valid: Float32Array, x: number, y: number, w: number, h: number): number {
@@ -223,17 +223,9 @@ function whole(skin: Float32Array, w: number): (i: number) => boolean {
     skin[i - w - 1]! >= 1 && skin[i - w + 1]! >= 1 && skin[i + w - 1]! >= 1 && skin[i + w + 1]! >= 1;
 }
 
-/** Weights of r, g and b making a plane. */
+/** Weights of r, g and b making a plane, or what a step of a plane adds to them. */
 type Weights = readonly [number, number, number];
-/** Y, Cb and Cr (BT.601, full range), as the rest of the renderer converts. */
-const LUMA: Weights = [0.299, 0.587, 0.114];
-const PLANES: readonly Weights[] = [LUMA, [-0.168736, -0.331264, 0.5], [0.5, -0.418688, -0.081312]];
-/** What a step of each plane adds to r, g and b. */
-const TO_RGB: readonly Weights[] = [
-  [1, 1, 1],
-  [0, -0.344136, 1.772],
-  [1.402, -0.714136, 0],
-];
+const LUMA = YCBCR_OF_RGB[0]!;
 
 /**
  * A plane (`weights` of r, g and b) of a `w` by `h` rgb float patch, each pixel the mean of a `bin` x

@@ -3,6 +3,21 @@ import { scratch } from "./scratch.js";
 /** The colour toYCbCr last converted, and the one fromYCbCr writes back: one shared triple, no allocation per pixel. */
 export const ycbcr: [number, number, number] = [0, 0, 0];
 
+/**
+ * Y, Cb and Cr (BT.601, full range) as weights of r, g and b, and what a step of each adds back to r, g
+ * and b: the transform toYCbCr and fromYCbCr spell out per pixel, for code that works a plane at a time.
+ */
+export const YCBCR_OF_RGB: readonly (readonly [number, number, number])[] = [
+  [0.299, 0.587, 0.114],
+  [-0.168736, -0.331264, 0.5],
+  [0.5, -0.418688, -0.081312],
+];
+export const RGB_OF_YCBCR: readonly (readonly [number, number, number])[] = [
+  [1, 1, 1],
+  [0, -0.344136, 1.772],
+  [1.402, -0.714136, 0],
+];
+
 export function toYCbCr(rgb: Float32Array, p: number): void {
   const r = rgb[p]!, g = rgb[p + 1]!, b = rgb[p + 2]!;
   ycbcr[0] = 0.299 * r + 0.587 * g + 0.114 * b;
