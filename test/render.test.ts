@@ -336,7 +336,7 @@ describe("face swap", () => {
 
   it("hands a frame without a face to the encoder unchanged", async () => {
     const width = 160, height = 120;
-    const stage = new SwapStage(judge, { job: 1, mode: "all-faces", originals: [], style: STYLES.v1, width, height, fps: 25 });
+    const stage = new SwapStage(judge, { job: 1, mode: "all-faces", faces: Promise.resolve({ sources: [], originals: [] }), style: STYLES.v1, width, height, fps: 25 });
     const frame = Buffer.alloc(width * height * 3);
     for (let i = 0; i < frame.length; i++) frame[i] = (i * 7) % 251;
     const expected = Buffer.from(frame);
@@ -351,6 +351,14 @@ describe("face swap", () => {
     const blank = path.join(dir, "blank.png");
     await fs.writeFile(blank, encodePng({ pixels: new Uint8Array(64 * 64 * 3).fill(200), width: 64, height: 64 }));
     await expect(renderer.render(request({ face: blank }))).rejects.toMatchObject({ name: "RenderError", code: "no_face_in_source" });
+  });
+
+  it("names the face image when both it and the video are unusable (the face is analysed while the video decodes)", async () => {
+    const blank = path.join(dir, "blank-too.png");
+    await fs.writeFile(blank, encodePng({ pixels: new Uint8Array(64 * 64 * 3).fill(200), width: 64, height: 64 }));
+    const bogus = path.join(dir, "bogus-too.mp4");
+    await fs.writeFile(bogus, "not a video");
+    await expect(renderer.render(request({ face: blank, video: bogus }))).rejects.toMatchObject({ name: "RenderError", code: "no_face_in_source" });
   });
 
   it("fails with decode_failed on an input that is not a video", async () => {

@@ -31,11 +31,14 @@ class FaceSwapRenderer implements Renderer, FaceDetector {
     const started = performance.now();
     const pool = await this.workers(request.signal);
     const job = this.nextJob++;
-    const faces = await untilAborted(loadJobFaces(pool, request), request.signal);
+    // Analysed while the decoder starts and the first frames' faces are found: a render no longer
+    // waits for its new face with one worker busy and the other idle.
+    const faces = loadJobFaces(pool, request);
+    faces.catch(() => {});
     const stage = new SwapStage(pool, {
       job,
       mode: request.mode,
-      originals: faces.originals,
+      faces,
       style: STYLES[request.style],
       width: request.width,
       height: request.height,
@@ -43,10 +46,11 @@ class FaceSwapRenderer implements Renderer, FaceDetector {
     });
     let frames: number;
     try {
-      await pool.broadcast({ type: "sources", job, sources: faces.sources });
       frames = await renderFrames(request, stage);
     } catch (error) {
       await stage.end();
+      // A face image without a face is what the caller must hear of, whatever the video did meanwhile.
+      if (!request.signal.aborted) await faces;
       throw error;
     }
     const times = await stage.end();

@@ -62,7 +62,7 @@ export type WorkerRequest =
    * meshed again from crops turned upright (see UprightMesher); embeddings stay unturned; `eyes`: with
    * how open their eyes are.
    */
-  | { type: "analyse"; id: number; pixels: ArrayBuffer; width: number; height: number; minConfidence: number; upright: boolean; eyes: boolean }
+  | { type: "analyse"; id: number; pixels: ArrayBuffer; width: number; height: number; minConfidence: number; upright: boolean; eyes: boolean; describe: boolean }
   | { type: "similarities"; id: number; embedding: number[]; candidates: number[][] }
   | { type: "sources"; id: number; job: number; sources: SourceFace[] }
   /** Drops what the worker holds for a job (frames of a cancelled render, its sources); answered with its StageTimes. */

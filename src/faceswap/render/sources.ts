@@ -17,14 +17,14 @@ const SOURCE_MAX_SIDE = 1024;
 const BORDER = 0.5;
 
 /**
- * The faces in an image with embeddings, largest first; `worker` picks the pool's worker. `upright`
- * meshes rolled heads again from crops turned upright, as the renderer meshes video frames (see
- * UprightMesher); `eyes` reads how open their eyes are (see eyeOpenness).
+ * The faces in an image, largest first, with embeddings unless `describe` is false; `worker` picks
+ * the pool's worker. `upright` meshes rolled heads again from crops turned upright, as the renderer
+ * meshes video frames (see UprightMesher); `eyes` reads how open their eyes are (see eyeOpenness).
  */
 export async function analyseImage(
   pool: WorkerPool,
   image: RgbImage,
-  options: { minConfidence: number; worker: number; retryWithBorder: boolean; upright?: boolean; eyes?: boolean },
+  options: { minConfidence: number; worker: number; retryWithBorder: boolean; upright?: boolean; eyes?: boolean; describe?: boolean },
 ): Promise<FaceData[]> {
   const found = await analyse(pool, image, options);
   if (found.length > 0 || !options.retryWithBorder) return found;
@@ -43,11 +43,15 @@ function shiftMesh(mesh: Float32Array, dx: number, dy: number): Float32Array {
   return mesh.map((v, i) => v - (i % 2 === 0 ? dx : dy));
 }
 
-async function analyse(pool: WorkerPool, image: RgbImage, options: { minConfidence: number; worker: number; upright?: boolean; eyes?: boolean }): Promise<FaceData[]> {
+async function analyse(
+  pool: WorkerPool,
+  image: RgbImage,
+  options: { minConfidence: number; worker: number; upright?: boolean; eyes?: boolean; describe?: boolean },
+): Promise<FaceData[]> {
   // A copy: the caller keeps the image, and the copy is transferred.
   const pixels = new Uint8Array(image.pixels).buffer;
   const { width, height } = image;
-  const request = { type: "analyse", pixels, width, height, minConfidence: options.minConfidence, upright: options.upright ?? false, eyes: options.eyes ?? false } as const;
+  const request = { type: "analyse", pixels, width, height, minConfidence: options.minConfidence, upright: options.upright ?? false, eyes: options.eyes ?? false, describe: options.describe ?? true } as const;
   const faces = await pool.call<FaceData[]>(options.worker, request, [pixels]);
   return faces.sort((a, b) => b.box[2] * b.box[3] - a.box[2] * a.box[3]);
 }
@@ -62,8 +66,11 @@ function addBorder(image: RgbImage, bx: number, by: number): RgbImage {
   return { pixels, width, height };
 }
 
-/** The largest face of an image file; a picture without one fails with `no_face_in_source`. */
-async function largestFace(pool: WorkerPool, file: string, signal: AbortSignal): Promise<{ image: RgbImage; face: FaceData }> {
+/**
+ * The largest face of an image file, with its embedding if `describe`; a picture without one fails
+ * with `no_face_in_source`.
+ */
+async function largestFace(pool: WorkerPool, file: string, signal: AbortSignal, describe: boolean): Promise<{ image: RgbImage; face: FaceData }> {
   let image: RgbImage;
   try {
     image = (await decodeFrames(file, { maxLongSide: SOURCE_MAX_SIDE, maxFrames: 1, signal })).frames[0]!;
@@ -71,13 +78,14 @@ async function largestFace(pool: WorkerPool, file: string, signal: AbortSignal):
     if (signal.aborted) throw error;
     throw new RenderError("no_face_in_source", `face image is not a readable picture: ${(error as Error).message}`);
   }
-  const face = (await analyseImage(pool, image, { minConfidence: 0.3, worker: 0, retryWithBorder: true }))[0];
+  const face = (await analyseImage(pool, image, { minConfidence: 0.3, worker: 0, retryWithBorder: true, describe }))[0];
   if (!face) throw new RenderError("no_face_in_source", `no face found in ${file.split("/").pop()}`);
   return { image, face };
 }
 
+/** A new face: drawn, never compared, so it needs no embedding. */
 async function sourceFace(pool: WorkerPool, file: string, signal: AbortSignal): Promise<SourceFace> {
-  const { image, face } = await largestFace(pool, file, signal);
+  const { image, face } = await largestFace(pool, file, signal, false);
   const region = crop(image, grow(face.box, 0.2));
   return { pixels: region.pixels, width: region.width, height: region.height, mesh: shiftMesh(face.mesh, region.x, region.y) };
 }
@@ -91,7 +99,7 @@ export async function loadJobFaces(pool: WorkerPool, request: RenderRequest): Pr
   const sources: SourceFace[] = [];
   const originals: number[][] = [];
   for (const mapping of request.mappings) {
-    const original = await largestFace(pool, mapping.originalFace, request.signal);
+    const original = await largestFace(pool, mapping.originalFace, request.signal, true);
     if (!original.face.embedding) throw new RenderError("no_face_in_source", `no face embedding for ${mapping.originalFace}`);
     originals.push(original.face.embedding);
     sources.push(await sourceFace(pool, mapping.newFace, request.signal));

@@ -2,6 +2,7 @@ import type { FaceSwapMode } from "../../platform/db/schema.js";
 import type { FrameStage } from "./pipeline.js";
 import { facesBetween } from "./faces-between.js";
 import { addStageTimes, type FaceData, type StageTimes, type SwapTarget } from "./protocol.js";
+import type { JobFaces } from "./sources.js";
 import type { StyleParams } from "./swap.js";
 import { FaceTracker, iou, SAME_FACE, type Track } from "./tracker.js";
 import type { WorkerPool } from "./worker-pool.js";
@@ -10,8 +11,11 @@ export interface SwapPlan {
   /** Keys the frames and sources the workers hold for this render. */
   job: number;
   mode: FaceSwapMode;
-  /** individual-faces: embedding of the person source i replaces. */
-  originals: number[][];
+  /**
+   * The job's new faces and the originals they replace (see loadJobFaces), still being analysed
+   * when the stage starts: the first frames' faces are found meanwhile, as neither needs the other.
+   */
+  faces: Promise<JobFaces>;
   style: StyleParams;
   width: number;
   height: number;
@@ -57,6 +61,11 @@ export class SwapStage implements FrameStage {
   private frames = Infinity;
   /** Frames between readings of the lids: a whole number of 2N (see readsLids). */
   private readonly lidsEvery: number;
+  /**
+   * Resolves with the embeddings of the people the new faces replace (individual-faces) once every
+   * worker holds the new faces; no frame is drawn before.
+   */
+  private readonly sourcesHeld: Promise<number[][]>;
 
   constructor(
     private readonly pool: WorkerPool,
@@ -68,6 +77,12 @@ export class SwapStage implements FrameStage {
     this.tracker = new FaceTracker(plan.fps);
     const cycle = 2 * pool.size;
     this.lidsEvery = cycle * Math.max(1, Math.round((plan.fps * LIDS_EVERY_SECONDS) / cycle));
+    this.sourcesHeld = plan.faces.then(async ({ sources, originals }) => {
+      await pool.broadcast({ type: "sources", job: plan.job, sources });
+      return originals;
+    });
+    // A face image that cannot be used fails every frame, and the render with the first.
+    this.sourcesHeld.catch(() => {});
   }
 
   /** Whether frame `index` is meshed: the first N frames, then every other run of N. */
@@ -94,10 +109,10 @@ export class SwapStage implements FrameStage {
     const faces = detected.then((own) => own ?? this.between(index));
     const found = this.facesOf(index);
     faces.then(found.resolve, found.reject);
-    const targets = Promise.all([faces, this.facesOf(index + 1).promise, this.previous]).then(([list, next]) => {
+    const targets = Promise.all([faces, this.facesOf(index + 1).promise, this.sourcesHeld, this.previous]).then(([list, next, originals]) => {
       // Frames after this one draw from meshed frames no earlier than N before the next.
       for (const done of this.found.keys()) if (done < index - this.pool.size) this.found.delete(done);
-      return this.targets(worker, index, list, next);
+      return this.targets(worker, index, list, next, originals);
     });
     this.previous = targets;
     targets.catch(() => {});
@@ -138,16 +153,18 @@ export class SwapStage implements FrameStage {
    * by part and summed over the workers, or undefined when a worker could not answer.
    */
   async end(): Promise<StageTimes | undefined> {
+    // New faces arriving after the end would stay on the workers for good.
+    await this.sourcesHeld.catch(() => {});
     const replies = (await this.pool.broadcast({ type: "end", job: this.plan.job }).catch(() => undefined)) as StageTimes[] | undefined;
     return replies?.reduce(addStageTimes);
   }
 
-  private async targets(worker: number, index: number, faces: FaceData[], next: FaceData[] | null): Promise<SwapTarget[]> {
+  private async targets(worker: number, index: number, faces: FaceData[], next: FaceData[] | null, originals: number[][]): Promise<SwapTarget[]> {
     const tracks = this.tracker.update(index, faces).filter((track) => lasting(track, index, next));
     const drawn = (track: Track, source: number): SwapTarget => ({ source, mesh: track.mesh, depth: track.depth, neutral: track.shape.neutral, lowered: track.lowered });
     if (this.plan.mode === "all-faces") return tracks.map((track) => drawn(track, 0));
     const unknown = tracks.filter((track) => track.source === undefined && track.describeAt <= index);
-    if (unknown.length > 0) await this.identify(worker, index, unknown);
+    if (unknown.length > 0) await this.identify(worker, index, unknown, originals);
     return tracks.flatMap((track) => (track.source !== undefined && track.source >= 0 ? [drawn(track, track.source)] : []));
   }
 
@@ -156,7 +173,7 @@ export class SwapStage implements FrameStage {
    * original is most similar. A face that matches none is retried a second later (a better angle),
    * and left untouched meanwhile.
    */
-  private async identify(worker: number, index: number, tracks: Track[]): Promise<void> {
+  private async identify(worker: number, index: number, tracks: Track[], originals: number[][]): Promise<void> {
     const described = await this.pool.call<FaceData[]>(worker, { type: "describe", job: this.plan.job, frame: index });
     for (const track of tracks) {
       track.describeAt = index + Math.max(1, Math.round(this.plan.fps));
@@ -164,7 +181,7 @@ export class SwapStage implements FrameStage {
         .filter((candidate) => candidate.embedding && iou(candidate.box, track.box) >= SAME_FACE)
         .sort((a, b) => iou(b.box, track.box) - iou(a.box, track.box))[0];
       if (!face?.embedding) continue;
-      const match = await matchPerson(this.pool, worker, face.embedding, this.plan.originals);
+      const match = await matchPerson(this.pool, worker, face.embedding, originals);
       if (match >= 0) track.source = match;
     }
   }

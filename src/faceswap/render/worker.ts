@@ -67,13 +67,13 @@ async function withFrame<T>(pixels: Uint8Array, width: number, height: number, u
 }
 
 /**
- * The faces of a still image, with embeddings (taken unturned: turned, two different people of a
- * demo photo scored 0.66, past the same-person threshold, 0.57 unturned); `upright`: rolled heads'
- * meshes taken again upright (see UprightMesher).
+ * The faces of a still image, with embeddings if `describe` (taken unturned: turned, two different
+ * people of a demo photo scored 0.66, past the same-person threshold, 0.57 unturned); `upright`:
+ * rolled heads' meshes taken again upright (see UprightMesher).
  */
-async function stillFaces(pixels: Uint8Array, width: number, height: number, options: { upright: boolean; minConfidence: number; eyes: boolean }) {
+async function stillFaces(pixels: Uint8Array, width: number, height: number, options: { upright: boolean; minConfidence: number; eyes: boolean; describe: boolean }) {
   return withFrame(pixels, width, height, async (frame) => {
-    const meshed = await detectAfresh(human, frame.tensor(), { minConfidence: options.minConfidence, describe: true });
+    const meshed = await detectAfresh(human, frame.tensor(), { minConfidence: options.minConfidence, describe: options.describe });
     const upright = options.upright ? await new UprightMesher(human, mirror).meshes(frame, meshed, options.minConfidence) : [];
     const faces = meshed.map((face, i) => toFaceData(face, upright[i]?.mesh));
     if (options.eyes) await readEyes(frame, faces, meshed.map((face, i) => upright[i]?.mesh ?? face.mesh));
@@ -114,7 +114,7 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
     }
     case "describe": {
       const { pixels, width, height } = heldFrame(request.job, request.frame);
-      return { value: await stillFaces(pixels, width, height, { upright: false, minConfidence: VIDEO_MIN_CONFIDENCE, eyes: false }) };
+      return { value: await stillFaces(pixels, width, height, { upright: false, minConfidence: VIDEO_MIN_CONFIDENCE, eyes: false, describe: true }) };
     }
     case "finish": {
       const { pixels, width, height, hands: handPoints } = heldFrame(request.job, request.frame);
@@ -130,7 +130,7 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
     }
     case "analyse": {
       const pixels = new Uint8Array(request.pixels);
-      return { value: await stillFaces(pixels, request.width, request.height, { upright: request.upright, minConfidence: request.minConfidence, eyes: request.eyes }) };
+      return { value: await stillFaces(pixels, request.width, request.height, { upright: request.upright, minConfidence: request.minConfidence, eyes: request.eyes, describe: request.describe }) };
     }
     case "similarities":
       return { value: request.candidates.map((candidate) => human.match.similarity(request.embedding, candidate)) };
