@@ -347,6 +347,43 @@ describe("face swap", () => {
     await stage.end();
   });
 
+  it("individual-faces: embeds only the faces it has yet to identify, and tries one that matches nobody less and less often", async () => {
+    const still = (await decodeFrames(clip, { maxLongSide: 480, maxFrames: 1 })).frames[0]!;
+    const asked: { frame: number; boxes: number; embedded: number }[] = [];
+    const counting = {
+      size: judge.size,
+      broadcast: (request: Parameters<WorkerPool["broadcast"]>[0]) => judge.broadcast(request),
+      call: async <T,>(worker: number, request: Parameters<WorkerPool["call"]>[1], transfer?: ArrayBuffer[]): Promise<T> => {
+        const reply = await judge.call<T>(worker, request, transfer);
+        if (request.type === "describe") {
+          asked.push({ frame: request.frame, boxes: request.boxes.length, embedded: (reply as FaceData[]).filter((face) => face.embedding).length });
+        }
+        return reply;
+      },
+    } as unknown as WorkerPool;
+    // An original nobody in the clip resembles: every face stays unidentified.
+    const stranger = new Array<number>(1024).fill(0);
+    stranger[0] = 1;
+    const fps = 5, frames = 80;
+    const stage = new SwapStage(counting, {
+      job: 2, mode: "individual-faces", faces: Promise.resolve({ sources: [], originals: [stranger] }), style: STYLES.v1, width: still.width, height: still.height, fps,
+    });
+    const pending: Promise<Buffer>[] = [];
+    for (let i = 0; i < frames; i++) {
+      pending.push(stage.process(Buffer.from(still.pixels), i));
+      if (pending.length >= stage.window) await pending.shift();
+    }
+    stage.ended(frames);
+    await Promise.all(pending);
+    await stage.end();
+    // After 1, 2, 4 and 8 seconds (then every 8), at 5 frames a second; each time the clip's three faces.
+    expect(asked.map((a) => a.frame)).toEqual([0, 5, 15, 35, 75]);
+    for (const a of asked) {
+      expect(a.boxes).toBe(3);
+      expect(a.embedded).toBeGreaterThanOrEqual(3);
+    }
+  }, 120_000);
+
   it("refuses a face image without a face", async () => {
     const blank = path.join(dir, "blank.png");
     await fs.writeFile(blank, encodePng({ pixels: new Uint8Array(64 * 64 * 3).fill(200), width: 64, height: 64 }));

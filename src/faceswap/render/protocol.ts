@@ -54,7 +54,7 @@ export type WorkerRequest =
    */
   | { type: "detect"; id: number; job: number; frame: number; pixels: ArrayBuffer; width: number; height: number; mesh: boolean; eyes: boolean }
   /** Embeddings of the faces in a frame held since `detect`. */
-  | { type: "describe"; id: number; job: number; frame: number }
+  | { type: "describe"; id: number; job: number; frame: number; boxes: number[][] }
   /** Draws the targets onto a held frame and hands it back. */
   | { type: "finish"; id: number; job: number; frame: number; targets: SwapTarget[]; style: StyleParams }
   /**

@@ -31,11 +31,12 @@ export async function analyseImage(
   const bx = Math.round(image.width * BORDER);
   const by = Math.round(image.height * BORDER);
   const bordered = addBorder(image, bx, by);
-  return (await analyse(pool, bordered, options)).map((face) => ({
-    ...face,
-    box: [face.box[0] - bx, face.box[1] - by, face.box[2], face.box[3]],
-    mesh: shiftMesh(face.mesh, bx, by),
-  }));
+  return (await analyse(pool, bordered, options)).map((face) => movedFace(face, -bx, -by));
+}
+
+/** `face` (found in a crop) moved by (dx, dy): where it lies in the picture the crop was cut from. */
+export function movedFace(face: FaceData, dx: number, dy: number): FaceData {
+  return { ...face, box: [face.box[0] + dx, face.box[1] + dy, face.box[2], face.box[3]], mesh: shiftMesh(face.mesh, -dx, -dy) };
 }
 
 /** The mesh (x, y pairs) moved by (-dx, -dy). */

@@ -32,6 +32,13 @@ const MATCH_THRESHOLD = 0.65;
  * model. Never more often than every 2N frames (see lidsEvery): with 16 workers at 25 fps, every 1.28 s.
  */
 const LIDS_EVERY_SECONDS = 0.5;
+/**
+ * Seconds before a face that matched no original is tried again, doubling from the first to the
+ * last: a person turned away at first is matched once they turn, and one who is nobody's original
+ * (the people left alone in a group) costs a try every few seconds, not every second. A try took
+ * about a second of a worker with the render waiting.
+ */
+const DESCRIBE_RETRY_SECONDS = [1, 8] as const;
 
 /** Index of the candidate embedding that is the same person as `embedding` (the most similar one), or -1. */
 export async function matchPerson(pool: WorkerPool, worker: number, embedding: number[], candidates: number[][]): Promise<number> {
@@ -170,13 +177,15 @@ export class SwapStage implements FrameStage {
 
   /**
    * Embeds the faces of new tracks (once per track, not per frame) and picks the mapping whose
-   * original is most similar. A face that matches none is retried a second later (a better angle),
-   * and left untouched meanwhile.
+   * original is most similar. A face that matches none is retried later (a better angle, see
+   * DESCRIBE_RETRY_SECONDS), and left untouched meanwhile.
    */
   private async identify(worker: number, index: number, tracks: Track[], originals: number[][]): Promise<void> {
-    const described = await this.pool.call<FaceData[]>(worker, { type: "describe", job: this.plan.job, frame: index });
+    const boxes = tracks.map((track) => [...track.box]);
+    const described = await this.pool.call<FaceData[]>(worker, { type: "describe", job: this.plan.job, frame: index, boxes });
     for (const track of tracks) {
-      track.describeAt = index + Math.max(1, Math.round(this.plan.fps));
+      const [first, last] = DESCRIBE_RETRY_SECONDS;
+      track.describeAt = index + Math.max(1, Math.round(this.plan.fps * Math.min(last, first * 2 ** track.describeTries++)));
       const face = described
         .filter((candidate) => candidate.embedding && iou(candidate.box, track.box) >= SAME_FACE)
         .sort((a, b) => iou(b.box, track.box) - iou(a.box, track.box))[0];

@@ -27,6 +27,8 @@ export interface Track {
   source: number | undefined;
   /** Frame from which to try identifying it again while `source` is unknown. */
   describeAt: number;
+  /** Tries at identifying it so far. */
+  describeTries: number;
 }
 
 /** Box overlap from which two faces of nearby frames are the same face. */
@@ -89,6 +91,7 @@ export class FaceTracker {
       runFrom: frame,
       source: undefined,
       describeAt: frame,
+      describeTries: 0,
     };
     this.tracks.push(track);
     return track;
