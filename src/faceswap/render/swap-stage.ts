@@ -171,7 +171,7 @@ export class SwapStage implements FrameStage {
     const drawn = (track: Track, source: number): SwapTarget => ({ source, mesh: track.mesh, depth: track.depth, neutral: track.shape.neutral, lowered: track.lowered });
     if (this.plan.mode === "all-faces") return tracks.map((track) => drawn(track, 0));
     const unknown = tracks.filter((track) => track.source === undefined && track.describeAt <= index);
-    if (unknown.length > 0) await this.identify(worker, index, unknown, originals);
+    if (unknown.length > 0) await this.identify(worker, index, unknown, originals, next !== null);
     return tracks.flatMap((track) => (track.source !== undefined && track.source >= 0 ? [drawn(track, track.source)] : []));
   }
 
@@ -180,9 +180,20 @@ export class SwapStage implements FrameStage {
    * original is most similar. A face that matches none is retried later (a better angle, see
    * DESCRIBE_RETRY_SECONDS), and left untouched meanwhile.
    */
-  private async identify(worker: number, index: number, tracks: Track[], originals: number[][]): Promise<void> {
-    const boxes = tracks.map((track) => [...track.box]);
-    const described = await this.pool.call<FaceData[]>(worker, { type: "describe", job: this.plan.job, frame: index, boxes });
+  private async identify(worker: number, index: number, tracks: Track[], originals: number[][], hasNext: boolean): Promise<void> {
+    // Two workers embed at once: every other face on the next frame, a twenty-fifth of a second
+    // later, which its worker holds until it is drawn, after this one.
+    const split = hasNext && this.pool.size > 1;
+    const describe = (frame: number, part: Track[]) =>
+      part.length === 0
+        ? Promise.resolve([])
+        : this.pool.call<FaceData[]>(frame % this.pool.size, { type: "describe", job: this.plan.job, frame, boxes: part.map((track) => [...track.box]) });
+    const described = (
+      await Promise.all([
+        describe(index, split ? tracks.filter((_, i) => i % 2 === 0) : tracks),
+        describe(index + 1, split ? tracks.filter((_, i) => i % 2 === 1) : []),
+      ])
+    ).flat();
     for (const track of tracks) {
       const [first, last] = DESCRIBE_RETRY_SECONDS;
       track.describeAt = index + Math.max(1, Math.round(this.plan.fps * Math.min(last, first * 2 ** track.describeTries++)));
