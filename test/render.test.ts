@@ -138,10 +138,11 @@ describe("face swap", () => {
     const line = renderLogs.findLast((entry) => entry.event === "render_finished");
     expect(line).toMatchObject({ level: "info", frames: result.frames, mode: "all-faces", style: "v2" });
     const parts = line!.worker_ms_per_frame as Record<string, number>;
-    expect(Object.keys(parts).sort()).toEqual(["draw", "eyes", "faces", "hands"]);
+    expect(Object.keys(parts).sort()).toEqual(["draw", "eyes", "faces", "hands", "identify"]);
     // Every part ran: faces are meshed and drawn on this clip, its lids read on its first frame among
-    // others, and hands searched for on each worker's first frame.
+    // others, and hands searched for on each worker's first frame. All-faces tells nobody apart.
     for (const part of ["faces", "eyes", "hands", "draw"]) expect(parts[part], part).toBeGreaterThan(0);
+    expect(parts.identify).toBe(0);
     // Per frame, summed over two workers: never more than the render's wall time on both of them.
     const total = Object.values(parts).reduce((sum, ms) => sum + ms, 0) * result.frames;
     expect(total).toBeLessThan(2 * wallMs);
@@ -375,7 +376,8 @@ describe("face swap", () => {
     }
     stage.ended(frames);
     await Promise.all(pending);
-    await stage.end();
+    // The workers' time embedding is counted as its own part (render_finished's identify).
+    expect((await stage.end())?.identify).toBeGreaterThan(0);
     // After 1, 2, 4 and 8 seconds (then every 8), at 5 frames a second; each time the clip's three faces.
     expect(asked.map((a) => a.frame)).toEqual([0, 5, 15, 35, 75]);
     for (const a of asked) {

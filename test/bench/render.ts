@@ -2,10 +2,11 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { createFaceSwapEngine, type RendererOptions } from "../../src/faceswap/render/index.js";
-import type { StyleVersion } from "../../src/platform/db/schema.js";
+import type { FaceSwapMode, StyleVersion } from "../../src/platform/db/schema.js";
 import { createLogger } from "../../src/platform/logger.js";
 import { runFfmpeg } from "../../src/platform/media/ffmpeg.js";
 import { decodeFrames } from "../../src/faceswap/render/images.js";
+import type { RenderRequest } from "../../src/faceswap/renderer.js";
 import { makeClip, samplePhoto } from "../support/footage.js";
 import { recordingLogger } from "../support/logs.js";
 import { processCpu } from "./proc-stat.js";
@@ -16,6 +17,8 @@ export interface RenderRun {
   width: number;
   height: number;
   style: StyleVersion;
+  /** all-faces, or individual-faces with one of the clip's three people mapped. */
+  mode: FaceSwapMode;
   frames: number;
   fps: number;
   /** ffmpeg alone decoding, scaling and encoding the same clip to the same size and settings. */
@@ -43,7 +46,9 @@ const SIZES = [
 
 /**
  * The renderer in this process (two workers, as in production) on a clip of sample1 (three faces)
- * panned and zoomed, at 576 and 1080 px, next to ffmpeg's plain decode+encode of the same clip.
+ * panned and zoomed, at 576 and 1080 px, next to ffmpeg's plain decode+encode of the same clip; and
+ * at 576 px v2 with one person of the three mapped (individual-faces: the other two are identified
+ * as nobody's and left alone).
  */
 export async function benchRender(): Promise<RenderRun[]> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), "bench-render-"));
@@ -62,7 +67,22 @@ export async function benchRender(): Promise<RenderRun[]> {
     await renderer.render({
       ...base, endSeconds: 0.4, width: 576, height: 384, style: "v1", output: path.join(dir, "warmup.mp4"), signal: new AbortController().signal,
     });
+    const people = await renderer.detect({ input: clip, still: false, confidence: 0.5, outputDirectory: path.join(dir, "people"), signal: new AbortController().signal });
+    const mapping = { originalFace: people.sort((a, b) => a.index - b.index)[1]!.png, newFace: face };
     const runs: RenderRun[] = [];
+    const timed = async (name: string, request: RenderRequest, ffmpegFps: number): Promise<void> => {
+      const memory = sampleRss();
+      const cpuBefore = treeCpuMs();
+      const started = performance.now();
+      const { frames } = await renderer.render(request);
+      const seconds = (performance.now() - started) / 1000;
+      const cpuMsPerFrame = (treeCpuMs() - cpuBefore) / frames;
+      const stages = logs.findLast((entry) => entry.event === "render_finished")?.worker_ms_per_frame as Record<string, number> | undefined;
+      runs.push({
+        name, width: request.width, height: request.height, style: request.style, mode: request.mode, frames, fps: frames / seconds, ffmpegFps, cpuMsPerFrame,
+        peakRssMiB: memory.stop(), ...(stages && { stages }),
+      });
+    };
     for (const { width, height, styles } of SIZES) {
       const ffmpegStarted = performance.now();
       await runFfmpeg([
@@ -71,20 +91,15 @@ export async function benchRender(): Promise<RenderRun[]> {
       ]);
       const ffmpegFps = (SECONDS * FPS) / ((performance.now() - ffmpegStarted) / 1000);
       for (const style of styles) {
-        const memory = sampleRss();
-        const cpuBefore = treeCpuMs();
-        const started = performance.now();
-        const { frames } = await renderer.render({
-          ...base, endSeconds: SECONDS, width, height, style, output: path.join(dir, `out-${width}-${style}.mp4`),
-          signal: new AbortController().signal,
-        });
-        const seconds = (performance.now() - started) / 1000;
-        const cpuMsPerFrame = (treeCpuMs() - cpuBefore) / frames;
-        const stages = logs.findLast((entry) => entry.event === "render_finished")?.worker_ms_per_frame as Record<string, number> | undefined;
-        runs.push({
-          name: `${width}x${height} ${style}`, width, height, style, frames, fps: frames / seconds, ffmpegFps, cpuMsPerFrame, peakRssMiB: memory.stop(),
-          ...(stages && { stages }),
-        });
+        const request = { ...base, endSeconds: SECONDS, width, height, style, output: path.join(dir, `out-${width}-${style}.mp4`), signal: new AbortController().signal };
+        await timed(`${width}x${height} ${style}`, request, ffmpegFps);
+      }
+      if (width === 576) {
+        const request = {
+          ...base, mode: "individual-faces" as const, face: undefined, mappings: [mapping], endSeconds: SECONDS, width, height, style: "v2" as const,
+          output: path.join(dir, "out-576-v2-one.mp4"), signal: new AbortController().signal,
+        };
+        await timed(`${width}x${height} v2 one of 3`, request, ffmpegFps);
       }
     }
     await judgeRuns(runs, clip, face, dir);
@@ -103,7 +118,7 @@ async function judgeRuns(runs: RenderRun[], clip: string, face: string, dir: str
     const frames = async (file: string) => (await decodeFrames(file, { maxLongSide: 576, maxFrames: SECONDS * FPS })).frames;
     const input = await frames(clip);
     const encoded = summarise(await judge.judge(input, await frames(path.join(dir, "plain-576.mp4")), JUDGED_FRAMES));
-    for (const run of runs.filter((r) => r.width === 576)) {
+    for (const run of runs.filter((r) => r.width === 576 && r.mode === "all-faces")) {
       run.quality = summarise(await judge.judge(input, await frames(path.join(dir, `out-${run.width}-${run.style}.mp4`)), JUDGED_FRAMES));
       run.encoded = encoded;
     }

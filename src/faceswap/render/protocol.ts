@@ -34,16 +34,18 @@ export interface StageTimes {
   faces: number;
   eyes: number;
   hands: number;
+  /** Embedding faces to tell whose they are (individual-faces). */
+  identify: number;
   draw: number;
 }
 
 export function noStageTimes(): StageTimes {
-  return { faces: 0, eyes: 0, hands: 0, draw: 0 };
+  return { faces: 0, eyes: 0, hands: 0, identify: 0, draw: 0 };
 }
 
 /** `a` and `b` added part by part. */
 export function addStageTimes(a: StageTimes, b: StageTimes): StageTimes {
-  return { faces: a.faces + b.faces, eyes: a.eyes + b.eyes, hands: a.hands + b.hands, draw: a.draw + b.draw };
+  return { faces: a.faces + b.faces, eyes: a.eyes + b.eyes, hands: a.hands + b.hands, identify: a.identify + b.identify, draw: a.draw + b.draw };
 }
 
 /** Requests to a render worker; each is answered once with the same `id`. */

@@ -121,11 +121,13 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
       // every face of the frame cost about 300 ms a face.
       const frame = heldFrame(request.job, request.frame);
       const faces: FaceData[] = [];
-      for (const box of request.boxes) {
-        const region = crop(frame, grow(box, DESCRIBE_MARGIN));
-        const found = await stillFaces(region.pixels, region.width, region.height, { upright: false, minConfidence: VIDEO_MIN_CONFIDENCE, eyes: false, describe: true });
-        faces.push(...found.map((face) => movedFace(face, region.x, region.y)));
-      }
+      await timed(request.job, "identify", async () => {
+        for (const box of request.boxes) {
+          const region = crop(frame, grow(box, DESCRIBE_MARGIN));
+          const found = await stillFaces(region.pixels, region.width, region.height, { upright: false, minConfidence: VIDEO_MIN_CONFIDENCE, eyes: false, describe: true });
+          faces.push(...found.map((face) => movedFace(face, region.x, region.y)));
+        }
+      });
       return { value: faces };
     }
     case "finish": {
