@@ -55,7 +55,7 @@ export type WorkerRequest =
    * (answered with FaceData[]; without, with null: see SwapStage), with `eyes` how open their eyes are.
    */
   | { type: "detect"; id: number; job: number; frame: number; pixels: ArrayBuffer; width: number; height: number; mesh: boolean; eyes: boolean }
-  /** Embeddings of the faces in a frame held since `detect`. */
+  /** The faces, with embeddings, found in a crop around each of `boxes` ([x, y, width, height]) of a frame held since `detect`. */
   | { type: "describe"; id: number; job: number; frame: number; boxes: number[][] }
   /** Draws the targets onto a held frame and hands it back. */
   | { type: "finish"; id: number; job: number; frame: number; targets: SwapTarget[]; style: StyleParams }
