@@ -556,11 +556,11 @@ const CHROMA: Planes = {
  */
 function grainOf(image: RgbImage, reg: Region, mask: Uint8Array, { weights: planes, bin }: Planes): number {
   const window = new Float32Array(9);
+  // The frame's own blocks, which start on even pixels.
+  const ox = bin === 2 ? reg.x0 & 1 : 0, oy = bin === 2 ? reg.y0 & 1 : 0;
+  const w = Math.floor((reg.w - ox) / bin), h = Math.floor((reg.h - oy) / bin);
   let squares = 0;
   for (const weights of planes) {
-    // The frame's own blocks, which start on even pixels.
-    const ox = bin === 2 ? reg.x0 & 1 : 0, oy = bin === 2 ? reg.y0 & 1 : 0;
-    const w = Math.floor((reg.w - ox) / bin), h = Math.floor((reg.h - oy) / bin);
     const plane = new Float32Array(w * h), inside = new Uint8Array(w * h);
     for (let y = 0; y < h; y++) {
       for (let x = 0; x < w; x++) {

@@ -60,14 +60,7 @@ export function matchGrain(
   // away (the still clip's faces kept 0.04 of the footage's colour grain so, 0.45 on the frame's).
   const ox = patch.x0 & 1, oy = patch.y0 & 1;
   const pw = Math.floor((w - ox) / 2), ph = Math.floor((h - oy) / 2);
-  const blockSkin = scratch("grainSkin", pw * ph), blockDrawn = scratch("grainDrawn", pw * ph);
-  for (let y = 0; y < ph; y++) {
-    for (let x = 0; x < pw; x++) {
-      const i = (oy + 2 * y) * w + ox + 2 * x;
-      blockSkin[y * pw + x] = Math.min(skin[i]!, skin[i + 1]!, skin[i + w]!, skin[i + w + 1]!);
-      blockDrawn[y * pw + x] = Math.min(drawn[i]!, drawn[i + 1]!, drawn[i + w]!, drawn[i + w + 1]!);
-    }
-  }
+  const blockSkin = blockMin(skin, w, h, ox, oy, "grainSkin"), blockDrawn = blockMin(drawn, w, h, ox, oy, "grainDrawn");
   for (const k of [1, 2]) {
     const footagePlane = plane(target, YCBCR_OF_RGB[k]!, w, h, 2, ox, oy, "grainTarget");
     const level = grainLevel(footagePlane, pw, ph, whole(blockSkin, pw), levelStep(pw * ph));
@@ -247,6 +240,19 @@ function plane(rgb: Float32Array, [wr, wg, wb]: Weights, w: number, h: number, b
       const g = rgb[p + 1]! + rgb[p + 4]! + rgb[q + 1]! + rgb[q + 4]!;
       const b = rgb[p + 2]! + rgb[p + 5]! + rgb[q + 2]! + rgb[q + 5]!;
       out[y * pw + x] = 0.25 * (wr * r + wg * g + wb * b);
+    }
+  }
+  return out;
+}
+
+/** The least of `mask` (`w` by `h`) over each 2x2 block from (ox, oy), in scratch buffer `name`: a block is as much skin, or as drawn, as its least pixel. */
+function blockMin(mask: Float32Array, w: number, h: number, ox: number, oy: number, name: string): Float32Array {
+  const pw = Math.floor((w - ox) / 2), ph = Math.floor((h - oy) / 2);
+  const out = scratch(name, pw * ph);
+  for (let y = 0; y < ph; y++) {
+    for (let x = 0; x < pw; x++) {
+      const i = (oy + 2 * y) * w + ox + 2 * x;
+      out[y * pw + x] = Math.min(mask[i]!, mask[i + 1]!, mask[i + w]!, mask[i + w + 1]!);
     }
   }
   return out;

@@ -194,8 +194,8 @@ export class SwapStage implements FrameStage {
         describe(index + 1, split ? tracks.filter((_, i) => i % 2 === 1) : []),
       ])
     ).flat();
+    const [first, last] = DESCRIBE_RETRY_SECONDS;
     for (const track of tracks) {
-      const [first, last] = DESCRIBE_RETRY_SECONDS;
       track.describeAt = index + Math.max(1, Math.round(this.plan.fps * Math.min(last, first * 2 ** track.describeTries++)));
       const face = described
         .filter((candidate) => candidate.embedding && iou(candidate.box, track.box) >= SAME_FACE)
