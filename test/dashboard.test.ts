@@ -90,7 +90,7 @@ describe("/dashboard/webhooks in a real browser", () => {
   it("sends a test delivery, shows its result and the delivery history", async () => {
     await page.locator("#webhooks tr").first().locator("button.test").click();
     const row = page.locator("#webhooks tr").first();
-    await expect.poll(() => row.locator(".test-result").textContent()).toBe("Delivered (200)");
+    await expect.poll(() => row.locator(".test-result").textContent()).toBe("Test delivered (200)");
     expect(receiver.received).toHaveLength(1);
     expect(receiver.received[0]!.signatureValid).toBe(true);
     expect(receiver.received[0]!.body.event).toBe("test.ping");
@@ -105,7 +105,7 @@ describe("/dashboard/webhooks in a real browser", () => {
     receiver.reply = () => 500;
     await page.locator("#webhooks tr").first().locator("button.test").click();
     const row = page.locator("#webhooks tr").first();
-    await expect.poll(() => row.locator(".test-result").textContent()).toBe("Failed: status 500");
+    await expect.poll(() => row.locator(".test-result").textContent()).toBe("Test failed: status 500");
     expect(await row.locator(".status").textContent()).toBe("errored");
     receiver.reply = () => 200;
   });
@@ -166,10 +166,15 @@ describe("/dashboard/webhooks in a real browser", () => {
     await expect.poll(() => page.isVisible("#deliveries-section")).toBe(true);
     const rows = await page.locator("#deliveries tr").count();
     const before = receiver.received.length;
+    // The failed test delivery, sent again to a receiver that answers 200 now.
+    const webhookRow = page.locator("#webhooks tr").first();
+    expect(await webhookRow.locator(".status").textContent()).toBe("errored");
     await page.locator("#deliveries tr").first().locator("button.resend").click();
     await expect.poll(() => receiver.received.length).toBe(before + 1);
     expect(receiver.received.at(-1)!.headers["x-webhook-event"]).toBe("test.ping");
     await expect.poll(() => page.locator("#deliveries tr").count(), { timeout: 5_000 }).toBe(rows + 1);
+    // The list is read again too: the webhook's last answer is the resend's.
+    await expect.poll(() => webhookRow.locator(".status").textContent(), { timeout: 5_000 }).toBe("active");
     expect(await page.inputValue("#recover-since")).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d$/);
     await page.click("#recover");
     // Only test deliveries failed here, and those are never recovered.
@@ -184,9 +189,9 @@ describe("/dashboard/webhooks in a real browser", () => {
       const { webhook } = await t.client(key).webhooks.createWebhook({ url: gone.url, events: ["request.failed"], description: "old receiver" });
       await t.admin.webhooks.publishEvent({ event: "request.failed", data: {}, accountId });
       await expect.poll(async () => (await t.client(key).webhooks.getWebhook({ webhookId: webhook!.id })).webhook!.enabled).toBe(false);
-      await page.reload();
+      // Made and disabled through the API: the open page shows it without a reload.
       const row = page.locator(`#webhooks tr[data-id="${webhook!.id}"]`);
-      await expect.poll(() => row.locator(".status").textContent()).toBe("inactive");
+      await expect.poll(() => row.locator(".status").textContent(), { timeout: 10_000 }).toBe("inactive");
       const why = await row.locator(".disabled-why").textContent();
       expect(why).toMatch(/^Disabled automatically: the receiver answered 410 Gone, since \S/);
       await fs.mkdir(ARTIFACTS, { recursive: true });

@@ -216,16 +216,36 @@ function startEdit(webhook) {
   $("url").focus();
 }
 
+/** The webhooks listed; undefined when they could not be read. */
 async function load() {
   try {
     const { webhooks } = await api("GET", "/api/webhooks");
     $("login").hidden = true; $("app").hidden = false; $("logout").hidden = false;
     $("list-error").textContent = "";
     render(webhooks);
+    return webhooks;
   } catch (error) {
     if ($("app").hidden) showLogin(boot.loginError); else $("list-error").textContent = error.message;
   }
 }
+
+/**
+ * The list and the delivery history shown read again: deliveries finish, retry and disable webhooks
+ * while the page is open, and a status left as it was when the page loaded (errored after a resend
+ * succeeded) tells the person watching the wrong thing.
+ */
+let refreshing = null;
+function refresh() {
+  refreshing ??= (async () => {
+    const webhooks = await load();
+    const shown = shownWebhook && webhooks?.find((webhook) => webhook.id === shownWebhook.id);
+    if (shown) await showDeliveries(shown).catch(() => {});
+    else if (webhooks && shownWebhook) { shownWebhook = null; $("deliveries-section").hidden = true; }
+  })().finally(() => { refreshing = null; });
+  return refreshing;
+}
+const REFRESH_MS = 5000;
+setInterval(() => { if (!document.hidden && !$("app").hidden) refresh(); }, REFRESH_MS);
 
 const DISABLED_REASONS = {
   failures: "Disabled automatically after 10 failed deliveries in a row",
@@ -246,11 +266,13 @@ function render(webhooks) {
     const test = el("button", { textContent: "Test", className: "test" });
     test.onclick = async () => {
       result.textContent = "Sending…"; result.className = "test-result muted";
+      // Kept for re-renders of the list while the test is on its way.
+      testResults.set(webhook.id, { text: "Sending…", tone: "muted" });
       try {
         const outcome = await api("POST", "/api/webhooks/" + webhook.id + "/test", {});
         testResults.set(webhook.id, outcome.delivered
-          ? { text: "Delivered (" + outcome.status + ")", tone: "ok" }
-          : { text: "Failed: " + (outcome.error || "status " + outcome.status), tone: "error" });
+          ? { text: "Test delivered (" + outcome.status + ")", tone: "ok" }
+          : { text: "Test failed: " + (outcome.error || "status " + outcome.status), tone: "error" });
       } catch (error) { testResults.set(webhook.id, { text: error.message, tone: "error" }); }
       await load();
       await showDeliveries(webhook);
@@ -262,7 +284,7 @@ function render(webhooks) {
     const history = el("button", { textContent: "Deliveries", className: "history" });
     history.onclick = () => showDeliveries(webhook);
     const remove = el("button", { textContent: "Delete", className: "danger" });
-    remove.onclick = async () => { if (confirm("Delete this webhook and its history?")) { await api("DELETE", "/api/webhooks/" + webhook.id); await load(); } };
+    remove.onclick = async () => { if (confirm("Delete this webhook and its history?")) { await api("DELETE", "/api/webhooks/" + webhook.id); await refresh(); } };
     const row = el("tr", {},
       el("td", {}, el("span", { className: "dot " + webhook.status }), el("span", { className: "status", textContent: webhook.status })),
       el("td", {}, el("div", {}, el("span", { textContent: webhook.url, className: "url" }), el("span", { textContent: webhook.kind, className: "kind" }),
@@ -300,7 +322,7 @@ function resendButton(webhook, d) {
     try {
       await api("POST", "/api/webhooks/" + webhook.id + "/deliveries/" + d.delivery_id + "/resend", {});
       button.textContent = "Queued";
-      setTimeout(() => showDeliveries(webhook), 1000);
+      setTimeout(refresh, 1000);
     } catch (error) { button.textContent = error.message; }
   };
   return button;
@@ -334,7 +356,7 @@ $("recover-form").onsubmit = async (event) => {
     const since = new Date($("recover-since").value).toISOString();
     const { requeued } = await api("POST", "/api/webhooks/" + webhook.id + "/recover", { since });
     $("recover-result").textContent = (requeued || 0) + " deliveries queued again";
-    setTimeout(() => showDeliveries(webhook), 1000);
+    setTimeout(refresh, 1000);
   } catch (error) { $("recover-result").className = "error"; $("recover-result").textContent = error.message; }
 };
 
