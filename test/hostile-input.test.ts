@@ -1,5 +1,5 @@
 import net from "node:net";
-import { create, toBinary, type DescMessage, type MessageInitShape } from "@bufbuild/protobuf";
+import { create, fromJson, toBinary, type DescMessage, type MessageInitShape } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AccountServiceService } from "../gen/auth/v1/account_service.js";
@@ -133,6 +133,30 @@ describe("free text with control characters", () => {
     });
     expect(nul.status).toBe(400);
     expect(nul.body.details[0].field_violations[0].field).toBe('data["list"][0]["x"]');
+  });
+});
+
+describe("a map key __proto__", () => {
+  // Built from JSON: an object literal's __proto__ sets its prototype instead of a key.
+  const withProtoKey = (json: string) => fromJson(message("v1.RegisterInstanceRequest"), JSON.parse(json));
+
+  it("is refused naming the entry over HTTP and gRPC, in metadata and in event data, rather than dropped", async () => {
+    const owner = await createAccountWithKey(t, ["namespaces", "events:publish"]);
+    const created = await t.http("POST", "/v1/namespaces", { token: owner.key, body: JSON.parse('{"name":"proto-ns","metadata":{"__proto__":"x","a":"b"}}') });
+    expect(created.status).toBe(400);
+    expect(created.body.details[0].field_violations).toEqual([
+      { field: 'namespace.metadata["__proto__"]', description: "key is reserved: JavaScript objects cannot hold it as data" },
+    ]);
+    expect((await t.http("POST", "/v1/namespaces", { token: owner.key, body: { name: "proto-ns" } })).status).toBe(200);
+
+    const request = withProtoKey('{"namespace":"proto-ns","service":"api","host":"10.0.0.5","port":1,"metadata":{"__proto__":"x"}}');
+    const grpcCall = await rawCall("/v1.RegistryService/RegisterInstance", toBinary(message("v1.RegisterInstanceRequest"), request), new RawClient(t.grpcAddress, owner.key));
+    expect(grpcCall.code).toBe(Code.INVALID_ARGUMENT);
+    expect(grpcCall.fields).toEqual(['metadata["__proto__"]']);
+
+    const published = await t.http("POST", "/api/events", { token: owner.key, body: JSON.parse('{"event":"request.completed","data":{"user":{"__proto__":{"admin":true}}}}') });
+    expect(published.status).toBe(400);
+    expect(published.body.details[0].field_violations[0].field).toBe('data["user"]["__proto__"]');
   });
 });
 

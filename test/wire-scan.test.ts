@@ -1,4 +1,4 @@
-import { toBinary, type DescMessage } from "@bufbuild/protobuf";
+import { fromJson, toBinary, type DescMessage } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { HeartbeatRequest, ListInstancesRequest, RegisterInstanceRequest } from "../gen/v1/registry_service.js";
@@ -86,5 +86,10 @@ describe("the wire scan", () => {
     const createKey = registry.getMessage("auth.v1.CreateApiKeyRequest")!;
     const withExpiry = CreateApiKeyRequest.encode({ accountId: "a", name: "k", scopes: ["webhooks"], expireTime: new Date("2030-01-01T00:00:00Z") }).finish();
     expect(passesWireScan(createKey, withExpiry)).toBe(false);
+    const register = registry.getMessage("v1.RegisterInstanceRequest")!;
+    const protoKey = toBinary(register, fromJson(register, JSON.parse('{"namespace":"a","service":"b","metadata":{"__proto__":"x"}}')));
+    expect(passesWireScan(register, protoKey)).toBe(false);
+    const otherKey = toBinary(register, fromJson(register, JSON.parse('{"namespace":"a","service":"b","metadata":{"__proto_":"x"}}')));
+    expect(passesWireScan(register, otherKey)).toBe(true);
   });
 });

@@ -31,9 +31,10 @@ const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 /**
  * Decodes a request from its wire bytes, whichever transport carried it, and checks what no handler
  * should have to: that it is well-formed protobuf, nests at most MAX_REQUEST_DEPTH deep, holds no
- * control characters in text, no 64-bit integer a JavaScript number cannot hold exactly, and only
- * timestamps inside their documented range. Every problem is an INVALID_ARGUMENT naming
- * the field; only then does ts-proto's decoder (which throws on the integers) build the handler's object.
+ * control characters in text, no map key `__proto__`, no 64-bit integer a JavaScript number cannot
+ * hold exactly, and only timestamps inside their documented range. Every problem is an
+ * INVALID_ARGUMENT naming the field; only then does ts-proto's decoder (which throws on the integers)
+ * build the handler's object.
  */
 export function decodeRequest(input: DescMessage, bytes: Uint8Array, deserialize: (bytes: Buffer) => unknown): unknown {
   // Most requests are proved clean by a walk of their bytes; building a reflective message to check costs more than the call's own work.
@@ -105,6 +106,8 @@ function checkMessage(message: ReflectMessage, path: string, depth: number, viol
           const entryPath = `${at}[${quote(String(key))}]`;
           const control = data ? CONTROL_IN_DATA : CONTROL_IN_TEXT;
           if (typeof key === "string" && control.test(key)) violations.add(entryPath, `key ${controlProblem(key, control)}`);
+          // ts-proto's decoder (and every handler's object) would take it for the object's prototype and drop it.
+          if (key === "__proto__") violations.add(entryPath, "key is reserved: JavaScript objects cannot hold it as data");
           if (field.mapKind === "message") checkMessage(value as ReflectMessage, entryPath, next, violations);
           else if (field.mapKind === "scalar") checkScalar(field.scalar, value, entryPath, data, violations);
         }

@@ -22,7 +22,7 @@ const WIRE_FIXED32 = 5;
  */
 type FieldScan =
   | { kind: "unproved" }
-  | { kind: "string" }
+  | { kind: "string"; mapKey?: true }
   | { kind: "int64" }
   | { kind: "other"; wire: number }
   | { kind: "message"; of: () => MessageScan | undefined };
@@ -34,7 +34,7 @@ const plans = new WeakMap<DescMessage, MessageScan | undefined>();
 /**
  * Whether a request's bytes certainly pass every check decodeRequest makes, proved in one walk of
  * the wire format without building a message: well-formed for its descriptor, shallow, text that is
- * valid UTF-8 without control characters, 64-bit integers no longer than 7 varint bytes (under 2^49,
+ * valid UTF-8 without control characters, no map key `__proto__`, 64-bit integers no longer than 7 varint bytes (under 2^49,
  * so safe), and no timestamp or JSON data (those have rules of their own). False means only "not
  * proved": the caller then runs the full check, which finds and names whatever is wrong, if anything.
  */
@@ -51,6 +51,9 @@ function planOf(desc: DescMessage): MessageScan | undefined {
 }
 
 const UNPROVED: FieldScan = { kind: "unproved" };
+const MAP_KEY: FieldScan = { kind: "string", mapKey: true };
+/** The one map key a JavaScript object cannot hold as data (see checkRequest's map keys). */
+const PROTO_KEY = Buffer.from("__proto__");
 
 function fieldScan(field: DescField): FieldScan {
   switch (field.fieldKind) {
@@ -65,7 +68,7 @@ function fieldScan(field: DescField): FieldScan {
       if (field.listKind === "message") return field.delimitedEncoding ? UNPROVED : messageScan(field.message);
       return field.listKind === "enum" ? { kind: "other", wire: WIRE_VARINT } : scalarScan(field.scalar);
     case "map": {
-      const key = scalarScan(field.mapKey);
+      const key = field.mapKey === ScalarType.STRING ? MAP_KEY : scalarScan(field.mapKey);
       const value = field.mapKind === "message" ? messageScan(field.message) : field.mapKind === "enum" ? { kind: "other" as const, wire: WIRE_VARINT } : scalarScan(field.scalar);
       const entry: MessageScan = new Map([
         [1, key],
@@ -145,6 +148,7 @@ function scanMessage(plan: MessageScan, bytes: Uint8Array, pos: number, end: num
       pos = lengthEnd;
       valueEnd = pos + length;
       if (field?.kind === "string" && !cleanText(bytes, pos, valueEnd)) return false;
+      if (field?.kind === "string" && field.mapKey && PROTO_KEY.equals(bytes.subarray(pos, valueEnd))) return false;
       if (field?.kind === "message") {
         const inner = field.of();
         if (!inner || !scanMessage(inner, bytes, pos, valueEnd, depth + 1)) return false;
