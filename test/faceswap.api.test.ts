@@ -359,6 +359,14 @@ describe("CreateFaceSwap rules", () => {
       );
     });
 
+    it("says a start or end that is not a finite number is not one", async () => {
+      // Proto3 JSON writes them as strings; over gRPC they are doubles.
+      const value = (n: number) => (transport === "http" ? String(n) : n);
+      const outcome = await api(q, transport, owner.key).createFaceSwap(valid({ start_seconds: value(NaN), end_seconds: value(Infinity) }));
+      expectFailure(outcome, Code.INVALID_ARGUMENT, 400);
+      expect(outcome.message).toBe("start_seconds: must be a finite number of seconds, got NaN; end_seconds: must be a finite number of seconds, got Infinity");
+    });
+
     it("accepts individual-faces with mappings, style v1, and mode left out (all-faces)", async () => {
       const client = api(q, transport, owner.key);
       for (const request of [

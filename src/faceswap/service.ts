@@ -348,9 +348,11 @@ function checkFaceSwap(request: CreateFaceSwapRequest): CheckedFaceSwap {
   }
   const { startSeconds, endSeconds } = request;
   if (startSeconds === undefined) v.add("start_seconds", "is required (seconds from the start of the video, >= 0)");
-  else if (!Number.isFinite(startSeconds) || startSeconds < 0) v.add("start_seconds", "must be a number >= 0");
+  else if (!Number.isFinite(startSeconds)) v.add("start_seconds", `must be a finite number of seconds, got ${startSeconds}`);
+  else if (startSeconds < 0) v.add("start_seconds", "must be a number >= 0");
   if (endSeconds === undefined) v.add("end_seconds", "is required (seconds, greater than start_seconds)");
-  else if (!Number.isFinite(endSeconds) || !(endSeconds > (startSeconds ?? 0))) {
+  else if (!Number.isFinite(endSeconds)) v.add("end_seconds", `must be a finite number of seconds, got ${endSeconds}`);
+  else if (Number.isFinite(startSeconds ?? 0) && !(endSeconds > (startSeconds ?? 0))) {
     v.add("end_seconds", `must be greater than start_seconds (${startSeconds ?? 0})`);
   }
   if (request.name.length > MAX_NAME_LENGTH) v.add("name", `at most ${MAX_NAME_LENGTH} characters`);
