@@ -206,6 +206,58 @@ describe("timestamps", () => {
     expect(http.status).toBe(400);
     expect(http.body.details[0].field_violations[0].field).toBe("expire_time");
   });
+
+  it("refuses a day its month lacks over HTTP, rather than moving it into the next month", async () => {
+    const { accountId } = await createAccountWithKey(t, ["webhooks"]);
+    const key = (expire_time: string) => t.http("POST", `/v1/admin/accounts/${accountId}/keys`, { token: ADMIN_TOKEN, body: { name: "k", scopes: ["webhooks"], expire_time } });
+    const feb30 = await key("2027-02-30T00:00:00Z");
+    expect(feb30.status).toBe(400);
+    expect(feb30.body.details[0].field_violations).toEqual([
+      { field: "expire_time", description: 'is not a real date: February 2027 has 28 days (got "2027-02-30T00:00:00Z")' },
+    ]);
+    expect((await key("2028-02-29T00:00:00Z")).status).toBe(200);
+    expect((await key("2027-04-31T10:00:00+02:00")).body.message).toContain("April 2027 has 30 days");
+  });
+});
+
+describe("numbers in strings", () => {
+  it("are read only in decimal, in the body and in the query", async () => {
+    const { accountId } = await createAccountWithKey(t, ["webhooks"]);
+    const hex = await t.http("POST", `/v1/admin/accounts/${accountId}/credits`, { token: ADMIN_TOKEN, body: { amount: "0x50", reason: "x" } });
+    expect(hex.status).toBe(400);
+    expect(hex.body.details[0].field_violations).toEqual([{ field: "amount", description: 'must be a decimal integer (got "0x50")' }]);
+    const owner = await createAccountWithKey(t, ["namespaces"]);
+    expect((await t.http("POST", "/v1/namespaces", { token: owner.key, body: { name: "numbers-ns" } })).status).toBe(200);
+    const register = await t.http("POST", "/v1/namespaces/numbers-ns/services/api/instances", { token: owner.key, body: { host: "10.0.0.5", port: "0b1010000" } });
+    expect(register.body.details[0].field_violations[0].field).toBe("port");
+    const query = await t.http("GET", "/v1/namespaces/numbers-ns/services/api/instances?index=0x8&wait=2s", { token: owner.key });
+    expect(query.status).toBe(400);
+    expect(query.body.details[0].field_violations[0]).toEqual({ field: "index", description: 'must be a decimal integer (got "0x8")' });
+    const decimal = await t.http("POST", `/v1/admin/accounts/${accountId}/credits`, { token: ADMIN_TOKEN, body: { amount: "80", reason: "x" } });
+    expect(decimal.status).toBe(200);
+  });
+});
+
+describe("durations", () => {
+  it("over HTTP: only seconds with at most nine decimals and an s", async () => {
+    const owner = await createAccountWithKey(t, ["namespaces"]);
+    expect((await t.http("POST", "/v1/namespaces", { token: owner.key, body: { name: "durations-ns" } })).status).toBe(200);
+    for (const wait of ["0.0000000001s", "1.5sec"]) {
+      const query = await t.http("GET", `/v1/namespaces/durations-ns/services/api/instances?index=5&wait=${wait}`, { token: owner.key });
+      expect(query.status).toBe(400);
+      expect(query.body.details[0].field_violations).toEqual([{ field: "wait", description: `must be a duration string such as "1.5s" (got "${wait}")` }]);
+    }
+  });
+
+  it.each([
+    [{ seconds: 1n, nanos: 2_000_000_000 }, ["wait.nanos"]],
+    [{ seconds: 1n, nanos: -500_000_000 }, ["wait.nanos"]],
+    [{ seconds: 400_000_000_000n, nanos: 0 }, ["wait.seconds"]],
+  ])("over gRPC: ListInstances wait %o is INVALID_ARGUMENT naming %o", async (wait, fields) => {
+    const grpcCall = await rawCall("/v1.RegistryService/ListInstances", encode("v1.ListInstancesRequest", { namespace: "durations-ns", service: "api", index: 5n, wait }));
+    expect(grpcCall.code).toBe(Code.INVALID_ARGUMENT);
+    expect(grpcCall.fields).toEqual(fields);
+  });
 });
 
 describe("an update that sets nothing", () => {

@@ -57,7 +57,7 @@ describe("the wire scan", () => {
       ["v1.GetNamespaceRequest", GetNamespaceRequest.encode({ name: "prod" }).finish()],
       [
         "v1.ListInstancesRequest",
-        ListInstancesRequest.encode({ namespace: "prod", service: "api", healthyOnly: true, index: 2 ** 40, wait: { seconds: 30, nanos: 0 } }).finish(),
+        ListInstancesRequest.encode({ namespace: "prod", service: "api", healthyOnly: true, index: 2 ** 40, wait: undefined }).finish(),
       ],
       [
         "v1.RegisterInstanceRequest",
@@ -75,7 +75,7 @@ describe("the wire scan", () => {
     for (const [type, bytes] of cases) expect(passesWireScan(registry.getMessage(type)!, bytes), type).toBe(true);
   });
 
-  it("leaves to the full check text with control characters or broken UTF-8, unsafe integers, and timestamps", () => {
+  it("leaves to the full check text with control characters or broken UTF-8, unsafe integers, timestamps and durations", () => {
     const heartbeat = registry.getMessage("v1.HeartbeatRequest")!;
     const nul = HeartbeatRequest.encode({ namespace: "a\u0000b", service: "api", instanceId: "x" }).finish();
     expect(passesWireScan(heartbeat, nul)).toBe(false);
@@ -83,6 +83,7 @@ describe("the wire scan", () => {
     expect(passesWireScan(heartbeat, badUtf8)).toBe(false);
     const list = registry.getMessage("v1.ListInstancesRequest")!;
     expect(passesWireScan(list, ListInstancesRequest.encode({ namespace: "a", service: "b", healthyOnly: false, index: 2 ** 53, wait: undefined }).finish())).toBe(false);
+    expect(passesWireScan(list, ListInstancesRequest.encode({ namespace: "a", service: "b", healthyOnly: false, index: 2, wait: { seconds: 30, nanos: 0 } }).finish())).toBe(false);
     const createKey = registry.getMessage("auth.v1.CreateApiKeyRequest")!;
     const withExpiry = CreateApiKeyRequest.encode({ accountId: "a", name: "k", scopes: ["webhooks"], expireTime: new Date("2030-01-01T00:00:00Z") }).finish();
     expect(passesWireScan(createKey, withExpiry)).toBe(false);

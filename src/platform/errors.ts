@@ -133,8 +133,8 @@ export class Violations {
     return this.list.length === 0;
   }
 
-  throwIfAny(): void {
-    if (this.list.length > 0) throw invalidArgument(this.list);
+  throwIfAny(reason?: string): void {
+    if (this.list.length > 0) throw invalidArgument(this.list, reason);
   }
 }
 

@@ -14,6 +14,7 @@ export const MAX_REQUEST_DEPTH = 100;
 const MIN_TIMESTAMP_SECONDS = -62_135_596_800n;
 const MAX_TIMESTAMP_SECONDS = 253_402_300_799n;
 const MAX_NANOS = 999_999_999;
+const MAX_DURATION_SECONDS = 315_576_000_000n;
 
 /** Text fields may hold tabs and line breaks, never other control characters (PostgreSQL refuses NUL). */
 // eslint-disable-next-line no-control-regex -- finding control characters is the point
@@ -32,7 +33,7 @@ const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
  * Decodes a request from its wire bytes, whichever transport carried it, and checks what no handler
  * should have to: that it is well-formed protobuf, nests at most MAX_REQUEST_DEPTH deep, holds no
  * control characters in text, no map key `__proto__`, no 64-bit integer a JavaScript number cannot
- * hold exactly, and only timestamps inside their documented range. Every problem is an
+ * hold exactly, and only timestamps and durations inside their documented ranges. Every problem is an
  * INVALID_ARGUMENT naming the field; only then does ts-proto's decoder (which throws on the integers)
  * build the handler's object.
  */
@@ -68,6 +69,10 @@ function checkMessage(message: ReflectMessage, path: string, depth: number, viol
   const { desc } = message;
   if (desc.typeName === "google.protobuf.Timestamp") {
     checkTimestamp(message, path || "request", violations);
+    return;
+  }
+  if (desc.typeName === "google.protobuf.Duration") {
+    checkDuration(message, path || "request", violations);
     return;
   }
   // Value and ListValue are the JSON inside a Struct: their nesting is counted by the Structs.
@@ -146,6 +151,17 @@ function checkTimestamp(message: ReflectMessage, path: string, violations: Viola
     violations.add(`${path}.seconds`, "must be within 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z");
   }
   if (nanos < 0 || nanos > MAX_NANOS) violations.add(`${path}.nanos`, `must be between 0 and ${MAX_NANOS}`);
+}
+
+/** google.protobuf.Duration's own rules: about ±10,000 years, nanos within a second and of the seconds' sign. */
+function checkDuration(message: ReflectMessage, path: string, violations: Violations): void {
+  const seconds = BigInt(message.get(message.desc.field.seconds!) as bigint);
+  const nanos = message.get(message.desc.field.nanos!) as number;
+  if (seconds < -MAX_DURATION_SECONDS || seconds > MAX_DURATION_SECONDS) {
+    violations.add(`${path}.seconds`, `must be between ${-MAX_DURATION_SECONDS} and ${MAX_DURATION_SECONDS}`);
+  }
+  if (nanos < -MAX_NANOS || nanos > MAX_NANOS) violations.add(`${path}.nanos`, `must be between ${-MAX_NANOS} and ${MAX_NANOS}`);
+  else if ((seconds > 0n && nanos < 0) || (seconds < 0n && nanos > 0)) violations.add(`${path}.nanos`, "must have the sign of seconds");
 }
 
 /** A map key as it appears in a field path, cut short when long. */

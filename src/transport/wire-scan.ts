@@ -7,8 +7,14 @@ import { ScalarType, type DescField, type DescMessage } from "@bufbuild/protobuf
  */
 const MAX_SCAN_DEPTH = 32;
 
-/** Messages whose content has rules of its own (timestamp ranges, NUL in JSON data): always fully checked. */
-const FULLY_CHECKED = new Set(["google.protobuf.Timestamp", "google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"]);
+/** Messages whose content has rules of its own (timestamp and duration ranges, NUL in JSON data): always fully checked. */
+const FULLY_CHECKED = new Set([
+  "google.protobuf.Timestamp",
+  "google.protobuf.Duration",
+  "google.protobuf.Struct",
+  "google.protobuf.Value",
+  "google.protobuf.ListValue",
+]);
 
 const WIRE_VARINT = 0;
 const WIRE_FIXED64 = 1;
@@ -34,9 +40,10 @@ const plans = new WeakMap<DescMessage, MessageScan | undefined>();
 /**
  * Whether a request's bytes certainly pass every check decodeRequest makes, proved in one walk of
  * the wire format without building a message: well-formed for its descriptor, shallow, text that is
- * valid UTF-8 without control characters, no map key `__proto__`, 64-bit integers no longer than 7 varint bytes (under 2^49,
- * so safe), and no timestamp or JSON data (those have rules of their own). False means only "not
- * proved": the caller then runs the full check, which finds and names whatever is wrong, if anything.
+ * valid UTF-8 without control characters, no map key `__proto__`, 64-bit integers no longer than 7
+ * varint bytes (under 2^49, so safe), and no timestamp, duration or JSON data (those have rules of
+ * their own). False means only "not proved": the caller then runs the full check, which finds and
+ * names whatever is wrong, if anything.
  */
 export function passesWireScan(desc: DescMessage, bytes: Uint8Array): boolean {
   const plan = planOf(desc);

@@ -8,6 +8,7 @@ import { MAX_REQUEST_DEPTH } from "../request-decoder.js";
 import type { Router } from "../router.js";
 import { bindRequest, isObject } from "./binding.js";
 import { JSON_READ, locateJsonError } from "./json-errors.js";
+import { checkStrictJson } from "./json-strict.js";
 import { BODY_TOO_LARGE, credentialOf, isSameOrigin, type RequestTarget } from "./request.js";
 import { writeJson, writeRpcError } from "./responses.js";
 import { buildRoutes, matchRoute, type Route } from "./routes.js";
@@ -76,6 +77,7 @@ function encodeRequest(route: Route, json: JsonObject): Uint8Array {
   if (depth > MAX_REQUEST_DEPTH) {
     throw invalidArgument([{ field: "body", description: `nests deeper than ${MAX_REQUEST_DEPTH} levels` }], "INVALID_JSON");
   }
+  checkStrictJson(route.input, json);
   let message;
   try {
     message = fromJson(route.input, json, JSON_READ);

@@ -1,0 +1,93 @@
+import { ScalarType, type DescField, type DescMessage, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { Violations } from "../../platform/errors.js";
+import { findField, isObject } from "./binding.js";
+
+/**
+ * What proto3 JSON refuses and protobuf-es's reader lets through, each named by its field: a
+ * timestamp on a day its month lacks (the reader's Date.parse moves 2027-02-30 to March 2), an integer
+ * or number written in hex, binary or octal ("0x50" read as 80), and a duration with trailing text or more than
+ * nine decimals. Throws INVALID_ARGUMENT (INVALID_JSON) listing them.
+ */
+export function checkStrictJson(desc: DescMessage, json: JsonObject): void {
+  const violations = new Violations();
+  checkObject(desc, json, "", violations);
+  violations.throwIfAny("INVALID_JSON");
+}
+
+function checkObject(desc: DescMessage, json: JsonObject, prefix: string, violations: Violations): void {
+  for (const [key, value] of Object.entries(json)) {
+    const field = findField(desc, key);
+    if (!field) continue;
+    const path = prefix ? `${prefix}.${field.name}` : field.name;
+    switch (field.fieldKind) {
+      case "scalar":
+        checkScalar(field.scalar, value, path, violations);
+        break;
+      case "message":
+        checkMessage(field.message, value, path, violations);
+        break;
+      case "list":
+        if (Array.isArray(value)) value.forEach((item, i) => checkElement(field, item, `${path}[${i}]`, violations));
+        break;
+      case "map":
+        if (isObject(value)) for (const [k, item] of Object.entries(value)) checkElement(field, item, `${path}[${JSON.stringify(k)}]`, violations);
+        break;
+    }
+  }
+}
+
+function checkElement(field: DescField & { fieldKind: "list" | "map" }, value: JsonValue, path: string, violations: Violations): void {
+  if (field.fieldKind === "list" ? field.listKind === "message" : field.mapKind === "message") checkMessage(field.message!, value, path, violations);
+  else if (field.scalar !== undefined) checkScalar(field.scalar, value, path, violations);
+}
+
+const INTEGER_WRAPPERS = new Set(["Int32Value", "UInt32Value", "Int64Value", "UInt64Value"].map((name) => `google.protobuf.${name}`));
+
+function checkMessage(desc: DescMessage, value: JsonValue, path: string, violations: Violations): void {
+  if (desc.typeName === "google.protobuf.Timestamp") {
+    if (typeof value === "string") checkTimestamp(value, path, violations);
+  } else if (desc.typeName === "google.protobuf.Duration") {
+    if (typeof value === "string" && !DURATION.test(value)) violations.add(path, `must be a duration string such as "1.5s" (got ${quoted(value)})`);
+  } else if (INTEGER_WRAPPERS.has(desc.typeName)) {
+    checkScalar(ScalarType.INT64, value, path, violations);
+  } else if (desc.typeName === "google.protobuf.DoubleValue" || desc.typeName === "google.protobuf.FloatValue") {
+    checkScalar(ScalarType.DOUBLE, value, path, violations);
+  } else if (!desc.typeName.startsWith("google.protobuf.") && isObject(value)) {
+    checkObject(desc, value, path, violations);
+  }
+}
+
+/** Seconds with at most nine decimals, then `s`, nothing more: the reader also took "1.5sec". */
+const DURATION = /^-?[0-9]+(?:\.[0-9]{1,9})?s$/;
+/** A decimal number, as proto3 JSON writes an integer in a string (exponents included: "1e3"). */
+const DECIMAL = /^-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?$/;
+
+/** Besides decimals, what proto3 JSON writes for a float or double that is not a finite number. */
+const NOT_FINITE = new Set(["NaN", "Infinity", "-Infinity"]);
+
+function checkScalar(scalar: ScalarType, value: JsonValue, path: string, violations: Violations): void {
+  if (typeof value !== "string" || scalar === ScalarType.STRING || scalar === ScalarType.BOOL || scalar === ScalarType.BYTES) return;
+  if (scalar === ScalarType.DOUBLE || scalar === ScalarType.FLOAT) {
+    if (!DECIMAL.test(value) && !NOT_FINITE.has(value)) violations.add(path, `must be a decimal number (got ${quoted(value)})`);
+  } else if (!DECIMAL.test(value)) {
+    violations.add(path, `must be a decimal integer (got ${quoted(value)})`);
+  }
+}
+
+const RFC3339 = /^([0-9]{4})-([0-9]{2})-([0-9]{2})T/;
+const MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
+
+function checkTimestamp(value: string, path: string, violations: Violations): void {
+  const match = RFC3339.exec(value);
+  if (!match) return;
+  const year = Number(match[1]), month = Number(match[2]), day = Number(match[3]);
+  if (month < 1 || month > 12 || day < 1) return;
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  const days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]!;
+  if (day > days) violations.add(path, `is not a real date: ${MONTHS[month - 1]} ${year} has ${days} days (got ${quoted(value)})`);
+}
+
+/** A value as it appears in a message, cut short when long. */
+function quoted(value: string): string {
+  return JSON.stringify(value.length > 64 ? `${value.slice(0, 64)}…` : value);
+}
