@@ -225,14 +225,14 @@ describe("numbers in strings", () => {
     const { accountId } = await createAccountWithKey(t, ["webhooks"]);
     const hex = await t.http("POST", `/v1/admin/accounts/${accountId}/credits`, { token: ADMIN_TOKEN, body: { amount: "0x50", reason: "x" } });
     expect(hex.status).toBe(400);
-    expect(hex.body.details[0].field_violations).toEqual([{ field: "amount", description: 'must be a decimal integer (got "0x50")' }]);
+    expect(hex.body.details[0].field_violations).toEqual([{ field: "amount", description: 'must be an integer, in decimal digits (got "0x50")' }]);
     const owner = await createAccountWithKey(t, ["namespaces"]);
     expect((await t.http("POST", "/v1/namespaces", { token: owner.key, body: { name: "numbers-ns" } })).status).toBe(200);
     const register = await t.http("POST", "/v1/namespaces/numbers-ns/services/api/instances", { token: owner.key, body: { host: "10.0.0.5", port: "0b1010000" } });
     expect(register.body.details[0].field_violations[0].field).toBe("port");
     const query = await t.http("GET", "/v1/namespaces/numbers-ns/services/api/instances?index=0x8&wait=2s", { token: owner.key });
     expect(query.status).toBe(400);
-    expect(query.body.details[0].field_violations[0]).toEqual({ field: "index", description: 'must be a decimal integer (got "0x8")' });
+    expect(query.body.details[0].field_violations[0]).toEqual({ field: "index", description: 'must be an integer, in decimal digits (got "0x8")' });
     const decimal = await t.http("POST", `/v1/admin/accounts/${accountId}/credits`, { token: ADMIN_TOKEN, body: { amount: "80", reason: "x" } });
     expect(decimal.status).toBe(200);
   });

@@ -288,6 +288,22 @@ describe("PATCH /v1/namespaces/{name}", () => {
     expect(camel.body).toMatchObject({ service_export_to: [], metadata: {} });
   });
 
+  it("joins a mask given twice in the query; refuses another field given twice, and a path no field could have", async () => {
+    await created("h-upd-twice", { comment: "old", owners: "o1" });
+    const both = await call("PATCH", "/v1/namespaces/h-upd-twice?update_mask=comment&update_mask=owners", { body: { comment: "new", owners: "o2" } });
+    expect(both.status, JSON.stringify(both.body)).toBe(200);
+    expect(both.body).toMatchObject({ comment: "new", owners: "o2" });
+    const twice = await call("GET", "/v1/namespaces?limit=1&limit=2");
+    expect(expectError(twice, 400, 3).fields).toEqual(["limit"]);
+    expect(twice.body.message).toBe("limit: is given more than once in the query");
+    const capital = await call("PATCH", "/v1/namespaces/h-upd-twice?update_mask=Comment", { body: { comment: "x" } });
+    expect(expectError(capital, 400, 3).fields).toEqual(["update_mask"]);
+    expect(capital.body.details.find((d: { field_violations?: unknown }) => d.field_violations).field_violations[0]).toEqual({
+      field: "update_mask",
+      description: 'must list field names such as "comment" or "service_export_to", separated by commas (got "Comment")',
+    });
+  });
+
   it("without a mask changes the fields present in the body", async () => {
     await created("h-upd2", { comment: "old", owners: "o1" });
     const res = await call("PATCH", "/v1/namespaces/h-upd2", { body: { comment: "new" } });

@@ -349,6 +349,15 @@ describe("health", () => {
 
     const noMask = await failure(a.admin.registry.updateInstance({ namespace: "iso", service: "api", instanceId: instance!.id }));
     expect(noMask.fieldViolations[0]!.field).toBe("update_mask");
+
+    // Over HTTP the mask may ride in the query, as it does for a namespace, the changes in the body.
+    const path = `/v1/namespaces/iso/services/api/instances/${instance!.id}`;
+    const byQuery = await a.http("PATCH", `${path}?update_mask=weight`, { token: ADMIN_TOKEN, body: { weight: 0 } });
+    expect(byQuery.status, JSON.stringify(byQuery.body)).toBe(200);
+    expect(byQuery.body).toMatchObject({ weight: 0, isolate: true });
+    const conflicting = await a.http("PATCH", `${path}?update_mask=weight`, { token: ADMIN_TOKEN, body: { weight: 3, update_mask: "isolate" } });
+    expect(conflicting.status).toBe(400);
+    expect(conflicting.body.message).toBe("update_mask: differs between the query and the body; give it in one of them, or the same in both");
   });
 });
 

@@ -15,8 +15,7 @@ const HEADER_FIELDS: readonly { header: string; field: string }[] = [{ header: "
 
 /**
  * The request as proto3 JSON: the body (all of it, or the field the binding names), the path variables
- * and, unless the body is the whole request, the query parameters, each converted to the JSON form of
- * the field it sets.
+ * and the query parameters, each converted to the JSON form of the field it sets.
  */
 export async function bindRequest(
   req: IncomingMessage,
@@ -43,11 +42,22 @@ export async function bindRequest(
     setField(route.input, json, fieldPath.split("."), value, false);
     bound.add(fieldPath.split(".")[0]!);
   }
-  if (route.body !== "*") {
-    for (const [key, value] of url.searchParams) {
-      const path = key.split(".");
-      if (bound.has(path[0]!) || path[0] === route.body) continue;
-      setField(route.input, json, path, value, true);
+  // With the whole request in the body, query parameters fill only what the body leaves out (the
+  // update mask of `PATCH …?update_mask=weight` with the changes in the body, as on routes whose body
+  // is one field); one given in both must agree.
+  const query: JsonObject = {};
+  const into = route.body === "*" ? query : json;
+  for (const [key, value] of url.searchParams) {
+    const path = key.split(".");
+    if (bound.has(path[0]!) || (route.body !== "*" && path[0] === route.body)) continue;
+    setField(route.input, into, path, value, true);
+  }
+  for (const [name, value] of Object.entries(query)) {
+    const field = findField(route.input, name)!;
+    const given = json[field.name] ?? json[field.jsonName];
+    if (given === undefined) json[field.name] = value;
+    else if (JSON.stringify(given) !== JSON.stringify(value)) {
+      throw invalidArgument([{ field: field.name, description: "differs between the query and the body; give it in one of them, or the same in both" }]);
     }
   }
   bindHeaders(req, route, json);
@@ -118,6 +128,7 @@ function normalizeKeys(message: DescMessage, json: JsonObject): void {
 }
 
 function normalizeValue(field: DescField, value: JsonValue): JsonValue {
+  if (isFieldMask(field) && typeof value === "string") return fieldMaskJson(value);
   if (field.fieldKind === "message" && isObject(value)) normalizeKeys(field.message, value);
   if (field.fieldKind === "list" && field.listKind === "message" && Array.isArray(value)) {
     for (const item of value) if (isObject(item)) normalizeKeys(field.message, item);
@@ -148,25 +159,38 @@ function setField(message: DescMessage, json: JsonObject, path: string[], raw: s
     const list = Array.isArray(json[key]) ? (json[key] as JsonValue[]) : [];
     list.push(value);
     json[key] = list;
+  } else if (fromQuery && json[key] !== undefined) {
+    // `update_mask=comment&update_mask=owners` means both; any other field given twice, one of them
+    // would be dropped unseen.
+    if (!isFieldMask(field)) throw invalidArgument([{ field: key, description: "is given more than once in the query" }]);
+    json[key] = `${json[key] as string},${value as string}`;
   } else {
     json[key] = value;
   }
 }
 
+function isFieldMask(field: DescField): boolean {
+  return field.fieldKind === "message" && field.message.typeName === "google.protobuf.FieldMask";
+}
+
+/**
+ * A field mask's paths in the JSON form the reader expects, lowerCamel, from the proto names people
+ * write (`service_export_to,metadata`, as grpc-gateway takes them); lowerCamel ones stay as they are.
+ */
+function fieldMaskJson(paths: string): string {
+  return paths
+    .split(",")
+    .map((path) =>
+      path
+        .split(".")
+        .map((part) => (protoSnakeCase(protoCamelCase(part)) === part ? protoCamelCase(part) : part))
+        .join("."),
+    )
+    .join(",");
+}
+
 function scalarJson(field: DescField, raw: string): JsonValue {
-  if (field.fieldKind === "message" && field.message.typeName === "google.protobuf.FieldMask") {
-    // A query parameter lists paths as written (`update_mask=service_export_to,metadata`), like
-    // grpc-gateway; the JSON form the reader expects is lowerCamel.
-    return raw
-      .split(",")
-      .map((path) =>
-        path
-          .split(".")
-          .map((part) => (protoSnakeCase(protoCamelCase(part)) === part ? protoCamelCase(part) : part))
-          .join("."),
-      )
-      .join(",");
-  }
+  if (isFieldMask(field)) return fieldMaskJson(raw);
   const scalar =
     field.fieldKind === "scalar" || (field.fieldKind === "list" && field.listKind === "scalar")
       ? field.scalar

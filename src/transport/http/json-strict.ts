@@ -4,9 +4,10 @@ import { findField, isObject } from "./binding.js";
 
 /**
  * What proto3 JSON refuses and protobuf-es's reader lets through, each named by its field: a
- * timestamp on a day its month lacks (the reader's Date.parse moves 2027-02-30 to March 2), an integer
- * or number written in hex, binary or octal ("0x50" read as 80), and a duration with trailing text or more than
- * nine decimals. Throws INVALID_ARGUMENT (INVALID_JSON) listing them.
+ * timestamp on a day its month lacks (the reader's Date.parse moves 2027-02-30 to March 2), an
+ * integer or number written in hex, binary or octal ("0x50" read as 80), a duration with trailing
+ * text or more than nine decimals, and a field mask naming what no field could be called. Throws
+ * INVALID_ARGUMENT (INVALID_JSON) listing them.
  */
 export function checkStrictJson(desc: DescMessage, json: JsonObject): void {
   const violations = new Violations();
@@ -48,6 +49,8 @@ function checkMessage(desc: DescMessage, value: JsonValue, path: string, violati
     if (typeof value === "string") checkTimestamp(value, path, violations);
   } else if (desc.typeName === "google.protobuf.Duration") {
     if (typeof value === "string" && !DURATION.test(value)) violations.add(path, `must be a duration string such as "1.5s" (got ${quoted(value)})`);
+  } else if (desc.typeName === "google.protobuf.FieldMask") {
+    if (typeof value === "string") checkFieldMask(value, path, violations);
   } else if (INTEGER_WRAPPERS.has(desc.typeName)) {
     checkScalar(ScalarType.INT64, value, path, violations);
   } else if (desc.typeName === "google.protobuf.DoubleValue" || desc.typeName === "google.protobuf.FloatValue") {
@@ -68,10 +71,19 @@ const NOT_FINITE = new Set(["NaN", "Infinity", "-Infinity"]);
 function checkScalar(scalar: ScalarType, value: JsonValue, path: string, violations: Violations): void {
   if (typeof value !== "string" || scalar === ScalarType.STRING || scalar === ScalarType.BOOL || scalar === ScalarType.BYTES) return;
   if (scalar === ScalarType.DOUBLE || scalar === ScalarType.FLOAT) {
-    if (!DECIMAL.test(value) && !NOT_FINITE.has(value)) violations.add(path, `must be a decimal number (got ${quoted(value)})`);
+    if (!DECIMAL.test(value) && !NOT_FINITE.has(value)) violations.add(path, `must be a number, in decimal digits (got ${quoted(value)})`);
   } else if (!DECIMAL.test(value)) {
-    violations.add(path, `must be a decimal integer (got ${quoted(value)})`);
+    violations.add(path, `must be an integer, in decimal digits (got ${quoted(value)})`);
   }
+}
+
+/** A path's field names, lowerCamel by now (see fieldMaskJson): the reader would turn "Comment" into "_comment". */
+const MASK_PART = /^[a-z][a-zA-Z0-9]*$/;
+
+function checkFieldMask(value: string, path: string, violations: Violations): void {
+  if (value === "") return;
+  const bad = value.split(",").find((mask) => !mask.split(".").every((part) => MASK_PART.test(part)));
+  if (bad !== undefined) violations.add(path, `must list field names such as "comment" or "service_export_to", separated by commas (got ${quoted(bad)})`);
 }
 
 const RFC3339 = /^([0-9]{4})-([0-9]{2})-([0-9]{2})T/;
