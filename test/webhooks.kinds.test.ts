@@ -55,6 +55,7 @@ const SAMPLES: Record<string, Record<string, unknown>> = {
   "video.completed": { id: "j-1", type: "FACE_SWAP", name: "Holiday clip", status: "complete", credits_charged: 300, frames_rendered: 300, error: null },
   "video.errored": { id: "j-2", type: "FACE_SWAP", name: "", status: "error", credits_charged: 0, frames_rendered: 12, error: { code: "unknown_error", message: "no face found" } },
   "webhook.disabled": { webhook_id: "w-9", description: "billing <alerts> @here", host: "hooks.example.com", reason: "failures", failure_count: 10, last_status: 503, disabled_at: "2026-11-23T11:00:00.000Z" },
+  "billing.blank_fields": { "": "a value under no name", blank: "   " },
   "billing.huge_event": Object.fromEntries([["summary", LONG], ...Array.from({ length: 40 }, (_, i) => [`field_${i}`, `${"v".repeat(1500)}😀`])]),
 };
 
@@ -147,6 +148,9 @@ describe("kinds", () => {
     ["a template that is not JSON", { kind: "custom", settings: { template: '{"msg": "{{event}}"' } }, "settings.template"],
     ["a template with unbalanced braces", { kind: "custom", settings: { template: '{"msg": "{{event"}' } }, "settings.template"],
     ["a template with an unknown path", { kind: "custom", settings: { template: '{"msg": "{{process.env}}"}' } }, "settings.template"],
+    ["a template nested past 32 levels", { kind: "custom", settings: { template: `${"[".repeat(3000)}"{{event}}"${"]".repeat(3000)}` } }, "settings.template"],
+    ["telegram with a chat_id past 52 bits", { kind: "telegram", settings: { chat_id: "9007199254740993" } }, "settings.chat_id"],
+    ["telegram with chat_id 0", { kind: "telegram", settings: { chat_id: "-0" } }, "settings.chat_id"],
   ])("refuses %s naming the field, over both transports", async (_label, fields, field) => {
     const grpc = await failure(api().createWebhook({ url: "http://127.0.0.1:9/bad", ...fields }));
     expect(grpc.code).toBe(Code.INVALID_ARGUMENT);

@@ -1,3 +1,4 @@
+import { sql } from "kysely";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Code } from "../src/client/index.js";
 import * as repo from "../src/webhooks/repository.js";
@@ -149,6 +150,16 @@ describe("management", () => {
     const denied = await failure(t.client(webhooksOnly.key).webhooks.publishEvent({ event: "request.completed" }));
     expect(denied.code).toBe(Code.PERMISSION_DENIED);
     expect(denied.message).toContain("events:publish");
+  });
+
+  it("takes event names of at most 128 characters, publishing and subscribing; an account id in capitals is the same account", async () => {
+    const long = `a.${"b".repeat(127)}`;
+    const publish = await failure(api().publishEvent({ event: long }));
+    expect(publish.fieldViolations).toEqual([{ field: "event", description: "must be at most 128 characters" }]);
+    const subscribe = await failure(api().createWebhook({ url: "http://127.0.0.1:9/long", events: ["request.completed", long] }));
+    expect(subscribe.fieldViolations).toEqual([{ field: "events[1]", description: "must be at most 128 characters" }]);
+    expect((await api().publishEvent({ event: long.slice(0, 128) })).eventId).toBeTruthy();
+    expect((await api().publishEvent({ event: "request.completed", accountId: user.accountId.toUpperCase() })).eventId).toBeTruthy();
   });
 });
 
@@ -408,6 +419,63 @@ describe("the test endpoint", () => {
     const result = await api().testWebhook({ webhookId: dead.webhook!.id });
     expect(result).toMatchObject({ delivered: false, status: 0 });
     expect(result.error).toContain("ECONNREFUSED");
+  });
+});
+
+describe("what receivers answer, and bodies that cannot be made", () => {
+  it("records an answer holding NUL (which PostgreSQL's text refuses) with the NUL replaced, and reports the test delivered", async () => {
+    const r = await receiver();
+    r.reply = () => ({ status: 200, body: "a\u0000b" });
+    const { webhook } = await api().createWebhook({ url: r.url, events: ["request.completed"] });
+    secret = webhook!.secret;
+    expect(await api().testWebhook({ webhookId: webhook!.id })).toEqual({ delivered: true, status: 200, error: "" });
+    await api().publishEvent({ event: "request.completed", data: { n: 1 } });
+    const deliveries = async () => (await api().listDeliveries({ webhookId: webhook!.id })).deliveries;
+    await until(async () => (await deliveries()).length === 2);
+    for (const d of await deliveries()) expect(d).toMatchObject({ success: true, status: 200, responseBody: "a\ufffdb" });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(r.received).toHaveLength(2);
+  });
+
+  it("records the others of a batch when the database refuses one outcome, rather than sending them all again", async () => {
+    // A trigger stands in for whatever a future outcome might hold that the database refuses.
+    await sql`create function refuse_marked_attempt() returns trigger language plpgsql as $$
+      begin if new.response_body = 'refuse me' then raise exception 'refused for the test'; end if; return new; end $$`.execute(t.app.db);
+    await sql`create trigger refuse_marked before insert on webhook_attempts for each row execute function refuse_marked_attempt()`.execute(t.app.db);
+    try {
+      const refused = await receiver();
+      refused.reply = () => ({ status: 200, body: "refuse me" });
+      const fine = await Promise.all([receiver(), receiver(), receiver()]);
+      const event = "batch.refusal";
+      const hooks = await Promise.all([refused, ...fine].map((r) => api().createWebhook({ url: r.url, events: [event] })));
+      await api().publishEvent({ event, data: {} });
+      for (const [i, r] of fine.entries()) {
+        await r.waitFor(1);
+        await until(async () => (await api().listDeliveries({ webhookId: hooks[i + 1]!.webhook!.id })).deliveries.length === 1);
+      }
+      expect((await api().listDeliveries({ webhookId: hooks[0]!.webhook!.id })).deliveries).toEqual([]);
+      for (const r of fine) expect(r.received).toHaveLength(1);
+    } finally {
+      await sql`drop trigger refuse_marked on webhook_attempts`.execute(t.app.db);
+      await sql`drop function refuse_marked_attempt()`.execute(t.app.db);
+    }
+  });
+
+  it("fails for good, recorded and counted, a delivery whose custom body would be too large, instead of trying it again and again", async () => {
+    const r = await receiver();
+    const template = JSON.stringify(Array.from({ length: 200 }, () => "{{data}}"));
+    const { webhook } = await api().createWebhook({ url: r.url, events: ["big.data"], kind: "custom", settings: { template } });
+    await api().publishEvent({ event: "big.data", data: { text: "x".repeat(10_000) } });
+    const deliveries = async () => (await api().listDeliveries({ webhookId: webhook!.id })).deliveries;
+    await until(async () => (await deliveries()).length === 1);
+    expect((await deliveries())[0]).toMatchObject({
+      success: false,
+      status: 0,
+      error: "could not make the request: the template's placeholders make a body of more than 1048576 characters for this event",
+      nextAttemptAt: undefined,
+    });
+    expect((await api().getWebhook({ webhookId: webhook!.id })).webhook).toMatchObject({ failureCount: 1 });
+    expect(r.received).toEqual([]);
   });
 });
 

@@ -5,9 +5,9 @@ import type { Logger } from "../platform/logger.js";
 import type { Counter, Metrics } from "../platform/metrics.js";
 import { TickBatcher } from "../platform/tick-batcher.js";
 import { Wakeup } from "../platform/wakeup.js";
-import { deliveryRequest } from "./delivery-request.js";
+import { deliveryRequest, type DeliveryRequest } from "./delivery-request.js";
 import { eventBody } from "./events.js";
-import type { WebhookHttpClient } from "./outbound.js";
+import type { PostResult, WebhookHttpClient } from "./outbound.js";
 import { nextAttemptAt, stateAfter } from "./retry-schedule.js";
 import * as repo from "./repository.js";
 import type { ClaimedDelivery } from "./repository.js";
@@ -73,9 +73,24 @@ export class Dispatcher {
   private fanOut = HAND_OFF_PER_EVENT;
   /** The loop, waiting for this many free slots before its next claim. */
   private slotWaiter: { slots: number; resolve: () => void } | undefined;
-  /** Outcomes finished in the same tick are recorded in one statement, one statement at a time. */
-  private readonly recorder = new TickBatcher<repo.AttemptOutcome, repo.DisabledWebhook | undefined>({
-    write: (outcomes) => this.recordAll(outcomes),
+  /**
+   * Outcomes finished in the same tick are recorded in one statement, one statement at a time. When
+   * that statement fails, each outcome is recorded by itself: one the database refuses must not leave
+   * the others unrecorded, to be sent again once their leases run out.
+   */
+  private readonly recorder = new TickBatcher<repo.AttemptOutcome, Recorded>({
+    write: async (outcomes) => {
+      try {
+        return (await this.recordAll(outcomes)).map((disabled) => ({ disabled }));
+      } catch (error) {
+        if (outcomes.length === 1) throw error;
+        const each: Recorded[] = [];
+        for (const outcome of outcomes) {
+          each.push(await this.recordAll([outcome]).then(([disabled]) => ({ disabled }), (failure: unknown) => ({ failure })));
+        }
+        return each;
+      }
+    },
   });
   private readonly sinceLastPrune = new Map<string, number>();
   private running: Promise<void> | undefined;
@@ -145,14 +160,16 @@ export class Dispatcher {
 
   /** Sends one attempt of a claimed delivery and records its outcome. */
   async attempt(delivery: ClaimedDelivery): Promise<AttemptResult> {
-    const request = deliveryRequest(delivery, new Date());
-    const result = await this.http.post(delivery.url, request.body, request.headers);
+    const request = buildRequest(delivery);
+    const result = "unsendable" in request ? unsent(request.unsendable) : await this.http.post(delivery.url, request.body, request.headers);
 
     const success = result.status >= 200 && result.status < 300;
-    const retryAt = delivery.retries
-      ? nextAttemptAt(delivery.retry_schedule, delivery.attempt, result, this.settings.retryBaseMs, new Date())
-      : undefined;
-    const disabled = await this.recorder.add({
+    // A request that cannot be made for this event never will be: it fails at once, for good.
+    const retryAt =
+      delivery.retries && !("unsendable" in request)
+        ? nextAttemptAt(delivery.retry_schedule, delivery.attempt, result, this.settings.retryBaseMs, new Date())
+        : undefined;
+    const recorded = await this.recorder.add({
       deliveryId: delivery.id,
       webhookId: delivery.webhook_id,
       attempt: delivery.attempt,
@@ -167,6 +184,8 @@ export class Dispatcher {
       final: delivery.retries && !retryAt,
       gone: delivery.retries && result.status === GONE,
     });
+    if ("failure" in recorded) throw recorded.failure;
+    const { disabled } = recorded;
     this.attempts.inc({ outcome: success ? "delivered" : retryAt ? "retry" : "failed" });
     // A success is in the history and the metrics already; logging each one at info cost a JSON line
     // and a write(2) per delivery (8 % of the server's busy CPU in the bench profile), and building
@@ -319,6 +338,22 @@ export class Dispatcher {
     this.sinceLastPrune.delete(webhookId);
     await repo.pruneHistory(this.db, webhookId, this.settings.historyLimit);
   }
+}
+
+/** What recording one outcome came to: the webhook it disabled, if any, or why it was not recorded. */
+type Recorded = { disabled: repo.DisabledWebhook | undefined } | { failure: unknown };
+
+/** The request for this attempt, or why none can be made (a custom template's body too large for the event). */
+function buildRequest(delivery: ClaimedDelivery): DeliveryRequest | { unsendable: string } {
+  try {
+    return deliveryRequest(delivery, new Date());
+  } catch (error) {
+    return { unsendable: `could not make the request: ${error instanceof Error ? error.message : String(error)}` };
+  }
+}
+
+function unsent(error: string): PostResult {
+  return { status: 0, latencyMs: 0, responseBody: "", error };
 }
 
 /**

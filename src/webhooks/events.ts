@@ -17,6 +17,11 @@ export const EVENT_CATALOG = [
 
 /** `*`, or lowercase dotted words such as `request.completed`. */
 export const EVENT_NAME = /^(\*|[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+)$/;
+/**
+ * Characters an event name may have: it travels in the X-Webhook-Event header, and a 20,000-character
+ * one made receivers answer 431 to every delivery (each counting toward disabling the webhook).
+ */
+export const EVENT_NAME_MAX = 128;
 
 /** The body every receiver gets: the exact bytes that are signed. */
 export function eventBody(event: string, occurredAt: Date, data: Record<string, unknown>): string {

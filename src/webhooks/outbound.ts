@@ -47,7 +47,7 @@ export class WebhookHttpClient {
   /** Never throws: every failure comes back as status 0 with an error. */
   async post(url: string, body: string | Buffer, headers: Record<string, string>): Promise<PostResult> {
     const started = performance.now();
-    const failed = (error: string): PostResult => ({ status: 0, latencyMs: elapsed(started), responseBody: "", error });
+    const failed = (error: string): PostResult => ({ status: 0, latencyMs: elapsed(started), responseBody: "", error: storable(error) });
 
     const target = this.target(url);
     if ("error" in target) return failed(target.error);
@@ -71,8 +71,9 @@ export class WebhookHttpClient {
       });
       // A body that says it fits is read whole, without the stream iterator the capped read needs.
       const length = Number(response.headers["content-length"] ?? Number.NaN);
-      const responseBody =
-        length <= this.maxResponseBytes ? await response.body.text() : await readCapped(response.body, this.maxResponseBytes);
+      const responseBody = storable(
+        length <= this.maxResponseBytes ? await response.body.text() : await readCapped(response.body, this.maxResponseBytes),
+      );
       const retryAfter = response.headers["retry-after"];
       return {
         status: response.statusCode,
@@ -128,6 +129,15 @@ async function readCapped(body: AsyncIterable<Buffer>, limit: number): Promise<s
     if (size >= limit) break;
   }
   return Buffer.concat(chunks).toString("utf8");
+}
+
+/**
+ * Text as PostgreSQL's text columns take it: a receiver's answer may hold NUL, which they refuse (the
+ * attempt, and every other one recorded with it, would go unrecorded). Decoding already replaced
+ * invalid UTF-8.
+ */
+function storable(text: string): string {
+  return text.includes("\u0000") ? text.replaceAll("\u0000", "\uFFFD") : text;
 }
 
 function describe(error: unknown): string {

@@ -5,7 +5,7 @@ import type { WebhookKind, WebhookRow } from "../platform/db/schema.js";
 import { Code, failedPrecondition, invalidArgument, notFound, permissionDenied, RpcError, Violations } from "../platform/errors.js";
 import { isUuid } from "../platform/ids.js";
 import type { Dispatcher } from "./dispatcher.js";
-import { EVENT_NAME, eventBody } from "./events.js";
+import { EVENT_NAME, EVENT_NAME_MAX, eventBody } from "./events.js";
 import { checkKind } from "./kinds/index.js";
 import { checkRetrySchedule } from "./retry-schedule.js";
 import * as repo from "./repository.js";
@@ -224,10 +224,12 @@ export class WebhookService {
   async publish(principal: Principal, request: PublishEventRequest): Promise<repo.StoredEvent> {
     const violations = new Violations();
     if (request.event === "") violations.add("event", "is required");
+    else if (request.event.length > EVENT_NAME_MAX) violations.add("event", `must be at most ${EVENT_NAME_MAX} characters`);
     else if (request.event === "*" || !EVENT_NAME.test(request.event)) {
       violations.add("event", "must be a dotted lowercase name such as request.completed");
     }
-    const accountId = request.accountId || principal.accountId;
+    // Ids are compared as the database writes them, in lower case.
+    const accountId = (request.accountId || principal.accountId).toLowerCase();
     if (!isUuid(accountId)) violations.add("account_id", "must be an account id (a UUID)");
     if (request.idempotencyKey !== "" && !IDEMPOTENCY_KEY.test(request.idempotencyKey)) {
       violations.add("idempotency_key", "must be 1..255 visible ASCII characters, without spaces (a UUID, for example)");
@@ -307,7 +309,8 @@ function checkSchemeSecret(violations: Violations, current: WebhookRow, request:
 function checkEvents(violations: Violations, events: string[]): string[] {
   if (events.length > MAX_EVENTS) violations.add("events", `at most ${MAX_EVENTS} events`);
   events.forEach((event, i) => {
-    if (!EVENT_NAME.test(event)) violations.add(`events[${i}]`, `"${event}" is not "*" or a dotted event name`);
+    if (event.length > EVENT_NAME_MAX) violations.add(`events[${i}]`, `must be at most ${EVENT_NAME_MAX} characters`);
+    else if (!EVENT_NAME.test(event)) violations.add(`events[${i}]`, `"${event}" is not "*" or a dotted event name`);
   });
   return [...new Set(events)];
 }

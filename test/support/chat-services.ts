@@ -13,6 +13,8 @@ export function slackProblems(m: Json): string[] {
   const p: string[] = [];
   if (typeof m.text !== "string" && !Array.isArray(m.blocks)) p.push("no_text");
   if (typeof m.text === "string" && m.text.length > 40_000) p.push("text too long");
+  // The top-level text is mrkdwn as well: a raw < there is a link or an @channel.
+  if (typeof m.text === "string" && /<|&(?!amp;|lt;|gt;)/.test(m.text)) p.push("text: unescaped control character");
   const blocks: Json[] = m.blocks ?? [];
   if (blocks.length > 50) p.push("more than 50 blocks");
   blocks.forEach((b, i) => {
@@ -55,8 +57,9 @@ export function discordProblems(m: Json): string[] {
     const fields: Json[] = e.fields ?? [];
     if (fields.length > 25) p.push(`${at}.fields: more than 25`);
     fields.forEach((f, j) => {
-      if (typeof f.name !== "string" || f.name.length === 0) p.push(`${at}.fields[${j}].name: required`);
-      if (typeof f.value !== "string" || f.value.length === 0) p.push(`${at}.fields[${j}].value: required`);
+      // Discord trims them: a blank name or value is an empty one.
+      if (typeof f.name !== "string" || f.name.trim().length === 0) p.push(`${at}.fields[${j}].name: required`);
+      if (typeof f.value !== "string" || f.value.trim().length === 0) p.push(`${at}.fields[${j}].value: required`);
       max(f.name, 256, `fields[${j}].name`);
       max(f.value, 1024, `fields[${j}].value`);
     });

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { fromBinary, fromJson, toBinary, toJson, type DescMessage, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import type { Credential } from "../../platform/auth.js";
+import { jsonDepth } from "../../platform/json-depth.js";
 import { Code, invalidArgument, RpcError } from "../../platform/errors.js";
 import { requestIdOf, type IncomingCall } from "../call.js";
 import { registry } from "../descriptors.js";
@@ -73,7 +74,7 @@ export class Transcoder {
 
 /** The request's protobuf bytes; the Router decodes and checks them as it does a gRPC request's. */
 function encodeRequest(route: Route, json: JsonObject): Uint8Array {
-  const depth = jsonDepth(json);
+  const depth = jsonDepth(json, MAX_REQUEST_DEPTH);
   if (depth > MAX_REQUEST_DEPTH) {
     throw invalidArgument([{ field: "body", description: `nests deeper than ${MAX_REQUEST_DEPTH} levels` }], "INVALID_JSON");
   }
@@ -88,19 +89,6 @@ function encodeRequest(route: Route, json: JsonObject): Uint8Array {
   return toBinary(route.input, message);
 }
 
-/** How deep objects and arrays nest in a parsed JSON value, found without recursion. */
-function jsonDepth(json: JsonValue): number {
-  let deepest = 0;
-  const stack: [JsonValue, number][] = [[json, 1]];
-  while (stack.length > 0) {
-    const [value, depth] = stack.pop()!;
-    if (typeof value !== "object" || value === null) continue;
-    deepest = Math.max(deepest, depth);
-    if (depth > MAX_REQUEST_DEPTH) break;
-    for (const item of Object.values(value)) stack.push([item, depth + 1]);
-  }
-  return deepest;
-}
 
 function encodeResponse(route: Route, response: unknown): JsonValue {
   const bytes = route.method.serialize(response);

@@ -1,7 +1,15 @@
 import type { Violations } from "../../platform/errors.js";
+import { jsonDepth } from "../../platform/json-depth.js";
 import { show, type EventView } from "./event-summary.js";
 
 const TEMPLATE_MAX = 8192;
+/** Arrays and objects inside one another, at most: enough for any message shape a receiver takes. */
+const TEMPLATE_DEPTH = 32;
+/**
+ * The most a template's placeholders may put into one body: `{{data}}` written 600 times turned 10 KB of
+ * data into 6.5 MB, and 1 MB of data into more than a string can hold.
+ */
+export const TEMPLATE_OUTPUT_MAX = 1024 * 1024;
 /** `{{ path }}`: event, timestamp, delivery_id, data, or data's fields by name or index. */
 const PLACEHOLDER = /\{\{\s*([^{}]*?)\s*\}\}/g;
 const PATH = /^(event|timestamp|delivery_id|data(\.[A-Za-z0-9_-]+)*)$/;
@@ -31,6 +39,10 @@ export function checkTemplate(violations: Violations, text: string | undefined):
     violations.add(field, `is not valid JSON (${(error as Error).message})`);
     return;
   }
+  if (jsonDepth(template, TEMPLATE_DEPTH) > TEMPLATE_DEPTH) {
+    violations.add(field, `nests arrays and objects deeper than ${TEMPLATE_DEPTH} levels`);
+    return;
+  }
   const problems: string[] = [];
   walkStrings(template, (s) => {
     const stray = s.replace(PLACEHOLDER, "");
@@ -46,7 +58,10 @@ export function checkTemplate(violations: Violations, text: string | undefined):
 const parsed = new Map<string, Template>();
 const MAX_PARSED = 1_000;
 
-/** The body a checked template gives for an event. */
+/**
+ * The body a checked template gives for an event. Throws when its placeholders would put more than
+ * TEMPLATE_OUTPUT_MAX characters into it: that event can never be sent to this webhook.
+ */
 export function renderTemplate(text: string, view: EventView): unknown {
   let template = parsed.get(text);
   if (template === undefined) {
@@ -55,24 +70,41 @@ export function renderTemplate(text: string, view: EventView): unknown {
     template = JSON.parse(text) as Template;
     parsed.set(text, template);
   }
-  return fill(template, view);
+  return fill(template, view, { left: TEMPLATE_OUTPUT_MAX });
 }
 
-function fill(template: Template, view: EventView): unknown {
+/** Characters the placeholders of one body may still add. */
+interface Budget {
+  left: number;
+}
+
+function fill(template: Template, view: EventView, budget: Budget): unknown {
   if (typeof template === "string") {
     const whole = /^\{\{\s*([^{}]*?)\s*\}\}$/.exec(template);
-    if (whole) return lookup(view, whole[1]!) ?? null;
+    if (whole) {
+      const value = lookup(view, whole[1]!) ?? null;
+      spend(budget, typeof value === "string" ? value.length : JSON.stringify(value).length);
+      return value;
+    }
     return template.replace(PLACEHOLDER, (_, path: string) => {
       const value = lookup(view, path);
-      return value === undefined ? "" : show(value);
+      const shown = value === undefined ? "" : show(value);
+      spend(budget, shown.length);
+      return shown;
     });
   }
-  if (Array.isArray(template)) return template.map((item) => fill(item, view));
+  if (Array.isArray(template)) return template.map((item) => fill(item, view, budget));
   if (template !== null && typeof template === "object") {
-    return Object.fromEntries(Object.entries(template).map(([key, value]) => [key, fill(value, view)]));
+    return Object.fromEntries(Object.entries(template).map(([key, value]) => [key, fill(value, view, budget)]));
   }
   return template;
 }
+
+function spend(budget: Budget, characters: number): void {
+  budget.left -= characters;
+  if (budget.left < 0) throw new Error(`the template's placeholders make a body of more than ${TEMPLATE_OUTPUT_MAX} characters for this event`);
+}
+
 
 function lookup(view: EventView, path: string): unknown {
   let value: unknown = view;

@@ -8,20 +8,23 @@ const DESCRIPTION_MAX = 4096;
 const FIELDS_MAX = 25;
 const FIELD_NAME_MAX = 256;
 const FIELD_VALUE_MAX = 1024;
+const FOOTER_MAX = 2048;
 const EMBED_TOTAL_MAX = 6000;
+/** Discord refuses a field whose name or value is empty or blank; a zero-width space stands in. */
+const BLANK = "\u200b";
 const COLORS: Record<string, number> = { completed: 0x1f883d, ping: 0x0969da, failed: 0xcf222e, errored: 0xcf222e, exceeded: 0xbf8700 };
 
 /** A webhook message: `content` plus one embed; mentions in event data never ping anyone. */
 export function discordMessage(view: EventView): object {
   const summary = summarize(view);
   const title = clip(summary.title, TITLE_MAX);
-  const description = clip(summary.line, DESCRIPTION_MAX);
-  const footer = view.event;
+  const footer = clip(view.event, FOOTER_MAX);
+  const description = clip(summary.line, Math.min(DESCRIPTION_MAX, EMBED_TOTAL_MAX - title.length - footer.length));
   let budget = EMBED_TOTAL_MAX - title.length - description.length - footer.length;
   const fields: { name: string; value: string; inline: boolean }[] = [];
   for (const f of summary.fields.slice(0, FIELDS_MAX)) {
-    const name = clip(f.name, FIELD_NAME_MAX);
-    const value = clip(f.value === "" ? "\u200b" : f.value, FIELD_VALUE_MAX);
+    const name = clip(f.name.trim() === "" ? BLANK : f.name, FIELD_NAME_MAX);
+    const value = clip(f.value.trim() === "" ? BLANK : f.value, FIELD_VALUE_MAX);
     if (name.length + value.length > budget) break;
     budget -= name.length + value.length;
     fields.push({ name, value, inline: value.length <= 40 });

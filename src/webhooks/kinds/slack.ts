@@ -25,7 +25,8 @@ export function slackMessage(view: EventView): object {
   }
   const context = `${view.event} at ${view.timestamp}${more > 0 ? `; ${more} more field(s) not shown` : ""}`;
   blocks.push({ type: "context", elements: [{ type: "mrkdwn", text: clip(escape(context), SECTION_MAX) }] });
-  return { text: clip(`${summary.title}: ${summary.line}`, TEXT_MAX), blocks };
+  // The top-level text is mrkdwn too, and it is what notifications show.
+  return { text: clip(escape(`${summary.title}: ${summary.line}`), TEXT_MAX), blocks };
 }
 
 /** Slack's mrkdwn reads &, < and > as markup (links, mentions); event data must stay text. */

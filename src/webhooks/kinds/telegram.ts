@@ -5,11 +5,16 @@ import { clip, summarize, type EventView } from "./event-summary.js";
 const TEXT_MAX = 4096;
 /** A chat's numeric id, or a public channel's @username. */
 const CHAT_ID = /^(-?\d{1,16}|@[A-Za-z][A-Za-z0-9_]{4,31})$/;
+/** Telegram's chat ids have at most 52 significant bits: a JSON number carries them exactly. */
+const CHAT_ID_MAX = 2 ** 52;
 
 export function checkTelegramSettings(violations: Violations, settings: Record<string, string>): void {
   const chatId = settings.chat_id ?? "";
   if (chatId === "") violations.add("settings.chat_id", "is required for kind telegram (the chat to post to)");
   else if (!CHAT_ID.test(chatId)) violations.add("settings.chat_id", "must be a numeric chat id or a channel's @username");
+  else if (!chatId.startsWith("@") && (Number(chatId) === 0 || Math.abs(Number(chatId)) >= CHAT_ID_MAX)) {
+    violations.add("settings.chat_id", "a numeric chat id is not 0, and has at most 52 bits (up to 4503599627370495 either way)");
+  }
 }
 
 /**
