@@ -172,6 +172,22 @@ describe("transcoding over HTTP", () => {
       expect(camel.body).not.toHaveProperty("unknownThing");
     });
 
+    it("takes a field given under both its names once when they agree, and names it when they differ", async () => {
+      const same = await t.http("POST", "/v1/namespaces", {
+        token: ADMIN_TOKEN,
+        body: { name: "tc-twice", syncToGlobalRegistry: true, sync_to_global_registry: true },
+      });
+      expect(same.status, JSON.stringify(same.body)).toBe(200);
+      const differing = await t.http("POST", "/v1/namespaces", {
+        token: ADMIN_TOKEN,
+        body: { name: "tc-twice-2", sync_to_global_registry: false, syncToGlobalRegistry: true },
+      });
+      expect(differing.status).toBe(400);
+      expect(differing.body.details[0].field_violations).toEqual([
+        { field: "namespace.sync_to_global_registry", description: "is given twice, as sync_to_global_registry and syncToGlobalRegistry, with different values" },
+      ]);
+    });
+
     it("accepts both name forms on the admin routes too", async () => {
       const account = await t.http("POST", "/v1/admin/accounts", {
         token: ADMIN_TOKEN,

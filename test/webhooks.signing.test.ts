@@ -88,6 +88,17 @@ describe("Standard Webhooks", () => {
     expect(got.headers["webhook-signature"]).toBeUndefined();
   });
 
+  it("moving to standard-webhooks with a new secret drops a replaced secret that cannot sign in it, rather than claiming it signs", async () => {
+    const r = await receiver();
+    const { webhook } = await api().createWebhook({ url: r.url, secret: "plain secret with spaces !!" });
+    const next = `whsec_${Buffer.alloc(32, 5).toString("base64")}`;
+    const moved = (await api().updateWebhook({ webhookId: webhook!.id, signatureScheme: "standard-webhooks", secret: next })).webhook!;
+    expect(moved.previousSecretExpiresAt).toBeUndefined();
+    await api().testWebhook({ webhookId: webhook!.id });
+    expect(String(r.received[0]!.headers["webhook-signature"]).split(" ")).toHaveLength(1);
+    expect(standardVerify(next, r.received[0]!)).toBeTruthy();
+  });
+
   it("switches an existing webhook's scheme when its secret fits, over HTTP", async () => {
     const { webhook } = await api().createWebhook({ url: "http://127.0.0.1:9/s" });
     const switched = await bed.t.http("PUT", `/api/webhooks/${webhook!.id}`, { token: bed.user.key, body: { signature_scheme: "standard-webhooks" } });

@@ -105,6 +105,12 @@ describe("management", () => {
     await api().deleteWebhook({ webhookId: webhook!.id });
     expect((await failure(api().getWebhook({ webhookId: webhook!.id }))).code).toBe(Code.NOT_FOUND);
     expect((await failure(api().deleteWebhook({ webhookId: "nope" }))).code).toBe(Code.NOT_FOUND);
+    // Left out, the id is named as missing, not looked for.
+    for (const call of [api().getWebhook({ webhookId: "" }), api().listDeliveries({ webhookId: "" }), api().deleteWebhook({ webhookId: "" })]) {
+      const missing = await failure(call);
+      expect(missing.code).toBe(Code.INVALID_ARGUMENT);
+      expect(missing.fieldViolations).toEqual([{ field: "webhook_id", description: "is required" }]);
+    }
   });
 
   it("has the database refuse a kind, signature scheme or retry schedule the service does not know", async () => {

@@ -71,12 +71,14 @@ export interface WebhookPatch {
   settings?: Record<string, string>;
   signatureScheme?: SignatureScheme;
   retrySchedule?: RetrySchedule;
+  /** Stop signing with the replaced secret (one the webhook's scheme cannot sign with). */
+  dropPreviousSecret?: boolean;
 }
 
 /**
  * Applies the patch; turning a disabled webhook back on resets its failure count and clears why it
  * was off, turning it off records "manual" and the time, and a new secret
- * keeps the one it replaces signing for `previousSecretTtlMs`.
+ * keeps the one it replaces signing for `previousSecretTtlMs` (unless the patch drops it).
  */
 export async function updateWebhook(
   db: Db,
@@ -101,6 +103,7 @@ export async function updateWebhook(
               .end(),
           }
         : {}),
+      ...(patch.dropPreviousSecret ? { previous_secret: null, previous_secret_expires_at: null } : {}),
       ...(patch.events !== undefined ? { events: patch.events } : {}),
       ...(patch.description !== undefined ? { description: patch.description } : {}),
       ...(patch.enabled !== undefined ? { enabled: patch.enabled } : {}),

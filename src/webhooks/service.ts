@@ -9,7 +9,7 @@ import { EVENT_NAME, EVENT_NAME_MAX, eventBody } from "./events.js";
 import { checkKind } from "./kinds/index.js";
 import { checkRetrySchedule } from "./retry-schedule.js";
 import * as repo from "./repository.js";
-import { checkScheme, checkStandardSecret, generateSecretFor, livePreviousSecret, PREVIOUS_SECRET_TTL_MS } from "./signing.js";
+import { checkScheme, checkStandardSecret, generateSecretFor, isStandardSecret, livePreviousSecret, PREVIOUS_SECRET_TTL_MS } from "./signing.js";
 import type { SsrfGuard, UrlProblem } from "../platform/ssrf.js";
 import { TickBatcher } from "../platform/tick-batcher.js";
 
@@ -76,6 +76,7 @@ export class WebhookService {
   }
 
   async get(principal: Principal, webhookId: string): Promise<WebhookRow> {
+    requireWebhookId(webhookId);
     const row = isUuid(webhookId) ? await repo.findWebhook(this.db, principal.accountId, webhookId) : undefined;
     if (!row) throw webhookNotFound(webhookId);
     return row;
@@ -105,6 +106,11 @@ export class WebhookService {
       signatureScheme,
       retrySchedule,
     };
+    // A replaced secret that is no Standard Webhooks key cannot sign in that scheme: it is dropped
+    // rather than said to sign for another day.
+    const previous = request.secret !== undefined && request.secret !== current.secret ? current.secret : current.previous_secret;
+    const scheme = signatureScheme ?? current.signature_scheme;
+    if (scheme === "standard-webhooks" && previous !== null && !isStandardSecret(previous)) patch.dropPreviousSecret = true;
     // An update that sets nothing (an empty body, or only unknown keys) changes nothing, as a PATCH would.
     if (Object.values(patch).every((value) => value === undefined)) return current;
     const row = await repo.updateWebhook(this.db, principal.accountId, request.webhookId, patch, PREVIOUS_SECRET_TTL_MS);
@@ -113,6 +119,7 @@ export class WebhookService {
   }
 
   async delete(principal: Principal, webhookId: string): Promise<void> {
+    requireWebhookId(webhookId);
     if (!isUuid(webhookId) || !(await this.db.transaction().execute((tx) => repo.deleteWebhook(tx, principal.accountId, webhookId)))) {
       throw webhookNotFound(webhookId);
     }
@@ -323,6 +330,11 @@ function checkSecret(violations: Violations, secret: string): void {
   if (secret.length < MIN_SECRET || secret.length > MAX_SECRET) {
     violations.add("secret", `must be ${MIN_SECRET}..${MAX_SECRET} characters`);
   }
+}
+
+/** An empty id is a request that forgot it, not a webhook that is not there. */
+function requireWebhookId(webhookId: string): void {
+  if (webhookId === "") throw invalidArgument([{ field: "webhook_id", description: "is required" }]);
 }
 
 function webhookNotFound(id: string): RpcError {

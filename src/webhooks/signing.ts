@@ -25,8 +25,13 @@ export function checkScheme(violations: Violations, scheme: string): SignatureSc
   return oneOf(violations, "signature_scheme", scheme, SECRET_ENCODING);
 }
 
+/** Whether the Standard Webhooks scheme can sign with `secret` (whsec_ and the base64 of a key of the right size). */
+export function isStandardSecret(secret: string): boolean {
+  return standardKey(secret) !== undefined;
+}
+
 export function checkStandardSecret(violations: Violations, secret: string): void {
-  if (standardKey(secret) === undefined) {
+  if (!isStandardSecret(secret)) {
     violations.add(
       "secret",
       `the standard-webhooks scheme needs whsec_ followed by the base64 of ${STANDARD_KEY_BYTES.min} to ${STANDARD_KEY_BYTES.max} bytes`,

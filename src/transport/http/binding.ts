@@ -31,10 +31,10 @@ export async function bindRequest(
         throw invalidArgument([{ field: "body", description: "must be a JSON object" }]);
       }
       json = (body as JsonObject | undefined) ?? {};
-      normalizeKeys(route.input, json);
+      normalizeKeys(route.input, json, "");
     } else if (body !== undefined) {
       const field = findField(route.input, route.body);
-      json[route.body] = field ? normalizeValue(field, body) : body;
+      json[route.body] = field ? normalizeValue(field, body, route.body) : body;
     }
   }
   const bound = new Set<string>();
@@ -107,34 +107,38 @@ export function findField(message: DescMessage, name: string): DescField | undef
 }
 
 /**
- * Renames lowerCamel aliases (see findField) to proto names throughout a request object, in place,
- * so the proto3 JSON reader sees names it knows; a key already given by its own name wins.
+ * Renames JSON names and lowerCamel aliases (see findField) to proto names throughout a request
+ * object, in place, so the proto3 JSON reader sees each field once, by a name it knows. A field given
+ * under two of its names must have the same value under both.
  */
-function normalizeKeys(message: DescMessage, json: JsonObject): void {
+function normalizeKeys(message: DescMessage, json: JsonObject, prefix: string): void {
   if (message.typeName.startsWith("google.protobuf.")) return;
   for (const key of Object.keys(json)) {
     const field = findField(message, key);
     if (!field) continue;
-    let target = key;
-    if (key !== field.name && key !== field.jsonName) {
-      target = field.name;
-      const value = json[key];
+    const path = prefix ? `${prefix}.${field.name}` : field.name;
+    if (key !== field.name) {
+      const value = json[key]!;
       delete json[key];
-      if (Object.hasOwn(json, field.name) || Object.hasOwn(json, field.jsonName)) continue;
-      json[target] = value!;
+      const given = json[field.name];
+      if (given !== undefined && JSON.stringify(given) !== JSON.stringify(value)) {
+        throw invalidArgument([{ field: path, description: `is given twice, as ${field.name} and ${key}, with different values` }]);
+      }
+      json[field.name] = value;
     }
-    json[target] = normalizeValue(field, json[target]!);
+    json[field.name] = normalizeValue(field, json[field.name]!, path);
   }
 }
 
-function normalizeValue(field: DescField, value: JsonValue): JsonValue {
+/** `value` of `field` (at `path`) with its messages' keys normalized (see normalizeKeys). */
+function normalizeValue(field: DescField, value: JsonValue, path: string): JsonValue {
   if (isFieldMask(field) && typeof value === "string") return fieldMaskJson(value);
-  if (field.fieldKind === "message" && isObject(value)) normalizeKeys(field.message, value);
+  if (field.fieldKind === "message" && isObject(value)) normalizeKeys(field.message, value, path);
   if (field.fieldKind === "list" && field.listKind === "message" && Array.isArray(value)) {
-    for (const item of value) if (isObject(item)) normalizeKeys(field.message, item);
+    value.forEach((item, i) => isObject(item) && normalizeKeys(field.message, item, `${path}[${i}]`));
   }
   if (field.fieldKind === "map" && field.mapKind === "message" && isObject(value)) {
-    for (const item of Object.values(value)) if (isObject(item)) normalizeKeys(field.message, item);
+    for (const [k, item] of Object.entries(value)) if (isObject(item)) normalizeKeys(field.message, item, `${path}[${JSON.stringify(k)}]`);
   }
   return value;
 }
