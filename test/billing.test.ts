@@ -79,10 +79,11 @@ describe("grant", () => {
     ]);
   });
 
-  it("never takes the balance below zero", async () => {
+  it("never takes the balance below zero, and records what it took", async () => {
     const id = await account(10);
     await billing.grant(db, id, -25, "take back");
     expect(await billing.balance(db, id)).toBe(0);
+    expect((await ledger(id)).at(-1)).toEqual({ job_id: null, kind: "grant", amount: -10, reason: "take back" });
   });
 
   it("writes nothing for an unknown account", async () => {

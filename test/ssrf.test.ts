@@ -131,6 +131,9 @@ const REFUSED: [url: string, reason: UrlProblem][] = [
   ["http://[::1/", "invalid_url"],
   ["http://[fe80::1%25eth0]/", "invalid_url"],
   ["http://example.com:99999/", "invalid_url"],
+  ["http://93.184.216.34:0/x", "invalid_url"],
+  [" http://93.184.216.34/", "invalid_url"],
+  ["http://93.184.216.34/\t", "invalid_url"],
 ];
 
 const ALLOWED = [

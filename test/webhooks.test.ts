@@ -64,6 +64,10 @@ describe("management", () => {
       events: ["request.completed", "quota.exceeded", "request.completed"],
     });
     expect(webhook).toMatchObject({ secret: "my-own-secret-0123456789", events: ["request.completed", "quota.exceeded"] });
+    // Lists show ten characters of it, an emoji whole.
+    const emoji = await api().createWebhook({ url: "http://127.0.0.1:9/x", secret: `a${"😀".repeat(20)}` });
+    const listed = (await api().listWebhooks({})).webhooks.find((w) => w.id === emoji.webhook!.id)!;
+    expect(listed.secret).toBe(`a${"😀".repeat(9)}...`);
   });
 
   it.each([

@@ -24,17 +24,16 @@ export async function setPlan(db: Db, accountId: string, plan: Plan): Promise<bo
 
 /**
  * Adds `amount` (negative takes away) and records it in the ledger, in the caller's transaction;
- * false when the account does not exist. The balance never goes below zero.
+ * false when the account does not exist. The balance never goes below zero: taking more than it
+ * holds takes all of it, and the ledger records what was taken, so its entries still add up to the
+ * balance.
  */
 export async function grant(db: Db, accountId: string, amount: number, reason: string): Promise<boolean> {
-  const row = await db
-    .updateTable("accounts")
-    .set({ credit_balance: sql`greatest(credit_balance + ${amount}, 0)` })
-    .where("id", "=", accountId)
-    .returning("id")
-    .executeTakeFirst();
+  const row = await db.selectFrom("accounts").select("credit_balance").where("id", "=", accountId).forUpdate().executeTakeFirst();
   if (!row) return false;
-  await db.insertInto("credit_ledger").values({ account_id: accountId, job_id: null, kind: "grant", amount, reason }).execute();
+  const applied = Math.max(amount, -row.credit_balance);
+  await db.updateTable("accounts").set({ credit_balance: sql`credit_balance + ${applied}` }).where("id", "=", accountId).execute();
+  await db.insertInto("credit_ledger").values({ account_id: accountId, job_id: null, kind: "grant", amount: applied, reason }).execute();
   return true;
 }
 

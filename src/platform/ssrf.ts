@@ -36,6 +36,8 @@ export class SsrfBlockedError extends Error {
 export function checkUrlSyntax(raw: string): { url: URL } | { problem: "invalid_url"; detail: string } {
   const invalid = (detail: string) => ({ problem: "invalid_url" as const, detail });
   if (raw.length > MAX_URL_LENGTH) return invalid(`URL is longer than ${MAX_URL_LENGTH} characters`);
+  // The parser would drop them, and the URL stored and shown would not be the one sent to.
+  if (raw.trim() !== raw) return invalid("URL has spaces or control characters before or after it");
   const url = URL.parse(raw);
   if (url === null) return invalid("not a valid absolute URL");
   if (url.protocol !== "http:" && url.protocol !== "https:") {
@@ -43,8 +45,9 @@ export function checkUrlSyntax(raw: string): { url: URL } | { problem: "invalid_
   }
   if (url.username !== "" || url.password !== "") return invalid("URL must not contain credentials");
   if (url.hostname === "") return invalid("URL has no host");
-  // Normalisation (percent-decoding, IDNA) can lengthen what is stored and sent.
-  if (url.href.length > MAX_URL_LENGTH) return invalid(`URL is longer than ${MAX_URL_LENGTH} characters`);
+  if (url.port === "0") return invalid("port 0 cannot be connected to");
+  // Normalisation (percent-encoding, IDNA) can lengthen what is stored and sent.
+  if (url.href.length > MAX_URL_LENGTH) return invalid(`URL is longer than ${MAX_URL_LENGTH} characters once percent-encoded`);
   return { url };
 }
 

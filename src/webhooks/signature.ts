@@ -16,7 +16,7 @@ export function verifySignature(secret: string, rawBody: string | Buffer, header
   return given.length === expected.length && timingSafeEqual(given, expected);
 }
 
-/** What lists show of a secret: its first 10 characters and "...". */
+/** What lists show of a secret: its first 10 characters (code points: never half an emoji) and "...". */
 export function maskSecret(secret: string): string {
-  return `${secret.slice(0, 10)}...`;
+  return `${Array.from(secret).slice(0, 10).join("")}...`;
 }
