@@ -341,8 +341,11 @@ describe("transcoding over HTTP", () => {
       expect(res.status).toBe(413);
       expect(res.body).toMatchObject({
         code: 3,
-        message: "request body exceeds 1048576 bytes",
-        details: [{ "@type": ERROR_INFO, reason: "BODY_TOO_LARGE" }],
+        message: "body: exceeds 1048576 bytes",
+        details: [
+          { "@type": BAD_REQUEST, field_violations: [{ field: "body", description: "exceeds 1048576 bytes" }] },
+          { "@type": ERROR_INFO, reason: "BODY_TOO_LARGE" },
+        ],
       });
       // The same, streamed without a Content-Length.
       const chunked = await raw(
@@ -352,14 +355,14 @@ describe("transcoding over HTTP", () => {
         big,
       );
       expect(chunked.status).toBe(413);
-      expect(chunked.body.details[0].reason).toBe("BODY_TOO_LARGE");
+      expect(chunked.body.details.at(-1).reason).toBe("BODY_TOO_LARGE");
       // A body well over the limit, still being sent when the server has seen enough: the client
       // must get the 413, not a reset connection.
       const huge = JSON.stringify({ name: "huge", comment: "x".repeat(8 * 1024 * 1024) });
       for (let i = 0; i < 2; i++) {
         const res8 = await t.http("POST", "/v1/namespaces", { token: ADMIN_TOKEN, body: huge });
         expect(res8.status).toBe(413);
-        expect(res8.body.details[0].reason).toBe("BODY_TOO_LARGE");
+        expect(res8.body.details.at(-1).reason).toBe("BODY_TOO_LARGE");
       }
       // Deterministically: the limit is passed while the client is still sending.
       const slow = await new Promise<{ status: number; body: HttpResult["body"] }>((resolve, reject) => {
@@ -384,7 +387,7 @@ describe("transcoding over HTTP", () => {
         setTimeout(() => req.end(`${"y".repeat(512 * 1024)}"}`), 150);
       });
       expect(slow.status).toBe(413);
-      expect(slow.body.details[0].reason).toBe("BODY_TOO_LARGE");
+      expect(slow.body.details.at(-1).reason).toBe("BODY_TOO_LARGE");
       // The connection stays usable: the rest of the body was read, not left on the wire.
       const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
       try {
@@ -426,6 +429,14 @@ describe("transcoding over HTTP", () => {
         message: "no route for GET /v2/nothing",
         details: [{ "@type": ERROR_INFO, reason: "NO_ROUTE", domain: "atrium" }],
       });
+    });
+
+    it("answers a path with a broken percent-escape with 400 naming the path", async () => {
+      for (const path of ["/v1/namespaces/%zz", "/v1/namespaces/%C0%AF"]) {
+        const res = await raw("GET", path, { authorization: `Bearer ${ADMIN_TOKEN}` });
+        expect(res.status).toBe(400);
+        expect(res.body.details[0].field_violations[0].field).toBe("path");
+      }
     });
 
     it("answers a known path with the wrong verb with 405", async () => {

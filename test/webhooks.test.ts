@@ -219,6 +219,13 @@ describe("dashboard login", () => {
     expect(own.status).toBe(303);
     expect(own.headers.get("set-cookie")).toContain("HttpOnly; SameSite=Strict");
   });
+
+  it("answers HEAD for the page as GET does, without a body", async () => {
+    const head = await fetch(`${t.httpUrl}/dashboard/webhooks`, { method: "HEAD" });
+    expect(head.status).toBe(200);
+    expect(head.headers.get("content-type")).toContain("text/html");
+    expect(await head.text()).toBe("");
+  });
 });
 
 describe("deliveries", () => {

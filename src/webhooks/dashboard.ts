@@ -19,7 +19,7 @@ const COOKIE_MAX_AGE_S = 12 * 60 * 60;
  */
 export function dashboardRoutes(authenticate: Authenticator): HttpRoute {
   return async (req, res, target) => {
-    if (target.pathname === PAGE && req.method === "GET") {
+    if (target.pathname === PAGE && (req.method === "GET" || req.method === "HEAD")) {
       sendPage(res, 200, "");
       return true;
     }

@@ -26,7 +26,11 @@ export const BODY_TOO_LARGE = "BODY_TOO_LARGE";
  */
 export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   return new Promise<Buffer>((resolve, reject) => {
-    const tooLarge = () => new RpcError(Code.INVALID_ARGUMENT, `request body exceeds ${limit} bytes`, { reason: BODY_TOO_LARGE });
+    const tooLarge = () =>
+      new RpcError(Code.INVALID_ARGUMENT, `body: exceeds ${limit} bytes`, {
+        reason: BODY_TOO_LARGE,
+        fieldViolations: [{ field: "body", description: `exceeds ${limit} bytes` }],
+      });
     const declared = Number(req.headers["content-length"] ?? "0");
     if (declared > MAX_DISCARDED_BODY_BYTES) {
       reject(tooLarge());

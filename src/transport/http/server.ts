@@ -73,11 +73,11 @@ export async function startHttpServer({ transcoder, routes, host, port, logger, 
     }
     for (const handle of routes) if (await handle(req, res, url)) return;
     if (await transcoder.handle(req, res, url, requestId)) return;
-    writeRpcError(
-      res,
-      new RpcError(Code.NOT_FOUND, `no route for ${req.method} ${url.pathname}`, { reason: "NO_ROUTE" }),
-      { "x-request-id": requestId },
-    );
+    // A name in the path with a broken escape (`%zz`) matches no route; saying so beats "no route".
+    const error = brokenEscape(url.pathname)
+      ? invalidArgument([{ field: "path", description: "holds an invalid percent-encoding (% must be followed by two hex digits of UTF-8)" }])
+      : new RpcError(Code.NOT_FOUND, `no route for ${req.method} ${url.pathname}`, { reason: "NO_ROUTE" });
+    writeRpcError(res, error, { "x-request-id": requestId });
   }
 
   server.setTimeout(120_000, (socket) => socket.destroy());
@@ -122,4 +122,13 @@ export function requestTarget(raw: string | undefined): RequestTarget | undefine
     pathname = new URL(path).pathname;
   }
   return { pathname, searchParams: new URLSearchParams(q >= 0 ? target.slice(q + 1) : "") };
+}
+
+function brokenEscape(path: string): boolean {
+  try {
+    decodeURIComponent(path);
+    return false;
+  } catch {
+    return true;
+  }
 }
