@@ -155,7 +155,7 @@ function scanMessage(plan: MessageScan, bytes: Uint8Array, pos: number, end: num
       pos = lengthEnd;
       valueEnd = pos + length;
       if (field?.kind === "string" && !cleanText(bytes, pos, valueEnd)) return false;
-      if (field?.kind === "string" && field.mapKey && PROTO_KEY.equals(bytes.subarray(pos, valueEnd))) return false;
+      if (field?.kind === "string" && field.mapKey && length === PROTO_KEY.length && PROTO_KEY.equals(bytes.subarray(pos, valueEnd))) return false;
       if (field?.kind === "message") {
         const inner = field.of();
         if (!inner || !scanMessage(inner, bytes, pos, valueEnd, depth + 1)) return false;
