@@ -355,6 +355,9 @@ describe("health", () => {
     const byQuery = await a.http("PATCH", `${path}?update_mask=weight`, { token: ADMIN_TOKEN, body: { weight: 0 } });
     expect(byQuery.status, JSON.stringify(byQuery.body)).toBe(200);
     expect(byQuery.body).toMatchObject({ weight: 0, isolate: true });
+    const agreeing = await a.http("PATCH", `${path}?update_mask=weight&weight=4`, { token: ADMIN_TOKEN, body: { weight: 4 } });
+    expect(agreeing.status, JSON.stringify(agreeing.body)).toBe(200);
+    expect(agreeing.body).toMatchObject({ weight: 4 });
     const conflicting = await a.http("PATCH", `${path}?update_mask=weight`, { token: ADMIN_TOKEN, body: { weight: 3, update_mask: "isolate" } });
     expect(conflicting.status).toBe(400);
     expect(conflicting.body.message).toBe("update_mask: differs between the query and the body; give it in one of them, or the same in both");

@@ -134,6 +134,8 @@ const REFUSED: [url: string, reason: UrlProblem][] = [
   ["http://93.184.216.34:0/x", "invalid_url"],
   [" http://93.184.216.34/", "invalid_url"],
   ["http://93.184.216.34/\t", "invalid_url"],
+  ["http://93.184.216.34/a\tb", "invalid_url"],
+  ["http://93.184.216.34/a\nb", "invalid_url"],
 ];
 
 const ALLOWED = [

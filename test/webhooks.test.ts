@@ -115,6 +115,11 @@ describe("management", () => {
       expect(missing.code).toBe(Code.INVALID_ARGUMENT);
       expect(missing.fieldViolations).toEqual([{ field: "webhook_id", description: "is required" }]);
     }
+    // Named with the request's other problems, not instead of them.
+    const both = await failure(api().resendDelivery({ webhookId: "", deliveryId: "" }));
+    expect(both.fieldViolations.map((v) => v.field)).toEqual(["webhook_id", "delivery_id"]);
+    const update = await failure(api().updateWebhook({ webhookId: "", description: "d".repeat(1_001) }));
+    expect(update.fieldViolations.map((v) => v.field)).toEqual(["description", "webhook_id"]);
   });
 
   it("has the database refuse a kind, signature scheme or retry schedule the service does not know", async () => {
@@ -454,10 +459,10 @@ describe("what receivers answer, and bodies that cannot be made", () => {
     expect(r.received).toHaveLength(2);
   });
 
-  it("records the others of a batch when the database refuses one outcome, rather than sending them all again", async () => {
-    // A trigger stands in for whatever a future outcome might hold that the database refuses.
+  it("records each outcome of a batch by itself when the database refuses what one holds, that one without the answer", async () => {
+    // A trigger stands in for whatever a future answer might hold that the database refuses (a data exception).
     await sql`create function refuse_marked_attempt() returns trigger language plpgsql as $$
-      begin if new.response_body = 'refuse me' then raise exception 'refused for the test'; end if; return new; end $$`.execute(t.app.db);
+      begin if new.response_body = 'refuse me' then raise exception 'refused for the test' using errcode = '22000'; end if; return new; end $$`.execute(t.app.db);
     await sql`create trigger refuse_marked before insert on webhook_attempts for each row execute function refuse_marked_attempt()`.execute(t.app.db);
     try {
       const refused = await receiver();
@@ -470,8 +475,10 @@ describe("what receivers answer, and bodies that cannot be made", () => {
         await r.waitFor(1);
         await until(async () => (await api().listDeliveries({ webhookId: hooks[i + 1]!.webhook!.id })).deliveries.length === 1);
       }
-      expect((await api().listDeliveries({ webhookId: hooks[0]!.webhook!.id })).deliveries).toEqual([]);
-      for (const r of fine) expect(r.received).toHaveLength(1);
+      const [refusedAttempt] = (await api().listDeliveries({ webhookId: hooks[0]!.webhook!.id })).deliveries;
+      expect(refusedAttempt).toMatchObject({ success: true, status: 200, responseBody: "", error: "the answer could not be stored (refused for the test)" });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      for (const r of [refused, ...fine]) expect(r.received).toHaveLength(1);
     } finally {
       await sql`drop trigger refuse_marked on webhook_attempts`.execute(t.app.db);
       await sql`drop function refuse_marked_attempt()`.execute(t.app.db);

@@ -1,5 +1,6 @@
 import type { Namespace } from "../../gen/v1/namespace.js";
 import type { Violations } from "../platform/errors.js";
+import { canonicalId } from "../platform/ids.js";
 
 /** A namespace token: 128 random bits as lowercase hex. API keys never take this shape. */
 const NAMESPACE_TOKEN = /^[0-9a-f]{32}$/;
@@ -143,9 +144,10 @@ export function wildcardMatcher(pattern: string): (value: string) => boolean {
   return (v) => v === pattern;
 }
 
+/** The entries of an owners list; account ids among them as the database writes them (see canonicalId). */
 export function ownersOf(owners: string): string[] {
   return owners
     .split(",")
-    .map((o) => o.trim())
+    .map((o) => canonicalId(o.trim()))
     .filter((o) => o !== "");
 }

@@ -7,6 +7,14 @@ export function isUuid(value: string): boolean {
   return UUID.test(value);
 }
 
+/**
+ * An id as the database writes it, in lower case: PostgreSQL reads a UUID in capitals as the same
+ * one, so comparisons made here must too. Anything that is not a UUID is returned as it is.
+ */
+export function canonicalId(value: string): string {
+  return isUuid(value) ? value.toLowerCase() : value;
+}
+
 /** RFC 3339 UTC with second precision, e.g. `2026-11-20T23:05:48Z`. */
 export function rfc3339(date: Date): string {
   // Built from the UTC fields: listings format several dates a row, and toISOString plus a replace

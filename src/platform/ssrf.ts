@@ -38,6 +38,7 @@ export function checkUrlSyntax(raw: string): { url: URL } | { problem: "invalid_
   if (raw.length > MAX_URL_LENGTH) return invalid(`URL is longer than ${MAX_URL_LENGTH} characters`);
   // The parser would drop them, and the URL stored and shown would not be the one sent to.
   if (raw.trim() !== raw) return invalid("URL has spaces or control characters before or after it");
+  if (/[\t\n\r]/.test(raw)) return invalid("URL holds a tab or a line break");
   const url = URL.parse(raw);
   if (url === null) return invalid("not a valid absolute URL");
   if (url.protocol !== "http:" && url.protocol !== "https:") {

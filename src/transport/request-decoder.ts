@@ -108,7 +108,7 @@ function checkMessage(message: ReflectMessage, path: string, depth: number, viol
       }
       case "map":
         for (const [key, value] of message.get(field)) {
-          const entryPath = `${at}[${quote(String(key))}]`;
+          const entryPath = `${at}[${quoted(String(key))}]`;
           const control = data ? CONTROL_IN_DATA : CONTROL_IN_TEXT;
           if (typeof key === "string" && control.test(key)) violations.add(entryPath, `key ${controlProblem(key, control)}`);
           // ts-proto's decoder (and every handler's object) would take it for the object's prototype and drop it.
@@ -164,7 +164,7 @@ function checkDuration(message: ReflectMessage, path: string, violations: Violat
   else if ((seconds > 0n && nanos < 0) || (seconds < 0n && nanos > 0)) violations.add(`${path}.nanos`, "must have the sign of seconds");
 }
 
-/** A map key as it appears in a field path, cut short when long. */
-function quote(key: string): string {
+/** A map key as it appears in a field path (or a value in a message), cut short when long. */
+export function quoted(key: string): string {
   return JSON.stringify(key.length > 64 ? `${key.slice(0, 64)}…` : key);
 }

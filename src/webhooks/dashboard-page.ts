@@ -309,6 +309,10 @@ function render(webhooks) {
 
 /** The delivery history shown, so resend and recover can refresh it. */
 let shownWebhook = null;
+/** Counts reads of a history: one that answers after a later one began is dropped, not shown. */
+let historyReads = 0;
+/** Why resending a delivery failed, kept across re-reads of the history until a resend succeeds. */
+const resendErrors = new Map();
 
 function localInputValue(date) {
   const local = new Date(date.getTime() - date.getTimezoneOffset() * 60000);
@@ -316,14 +320,19 @@ function localInputValue(date) {
 }
 
 function resendButton(webhook, d) {
-  const button = el("button", { textContent: "Resend", className: "resend", title: "Send this event again as a new delivery" });
+  const button = el("button", { textContent: resendErrors.get(d.delivery_id) || "Resend", className: "resend", title: "Send this event again as a new delivery" });
   button.onclick = async () => {
     button.disabled = true;
     try {
       await api("POST", "/api/webhooks/" + webhook.id + "/deliveries/" + d.delivery_id + "/resend", {});
+      resendErrors.delete(d.delivery_id);
       button.textContent = "Queued";
       setTimeout(refresh, 1000);
-    } catch (error) { button.textContent = error.message; }
+    } catch (error) {
+      resendErrors.set(d.delivery_id, error.message);
+      button.textContent = error.message;
+      button.disabled = false;
+    }
   };
   return button;
 }
@@ -334,7 +343,9 @@ async function showDeliveries(webhook) {
     $("recover-result").textContent = "";
   }
   shownWebhook = webhook;
+  const read = ++historyReads;
   const { deliveries } = await api("GET", "/api/webhooks/" + webhook.id + "/deliveries?limit=20");
+  if (read !== historyReads) return;
   $("deliveries-title").textContent = "Recent deliveries of " + webhook.url;
   $("deliveries").replaceChildren(...deliveries.map((d) => el("tr", {},
     el("td", { textContent: new Date(d.created_at).toLocaleString() }),

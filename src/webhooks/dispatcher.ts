@@ -1,5 +1,5 @@
 import { WEBHOOK_DELIVERIES_CHANNEL } from "../platform/db/channels.js";
-import type { Db } from "../platform/db/database.js";
+import { isRefusedData, type Db } from "../platform/db/database.js";
 import type { Notifications } from "../platform/db/notifications.js";
 import type { Logger } from "../platform/logger.js";
 import type { Counter, Metrics } from "../platform/metrics.js";
@@ -7,6 +7,7 @@ import { TickBatcher } from "../platform/tick-batcher.js";
 import { Wakeup } from "../platform/wakeup.js";
 import { deliveryRequest, type DeliveryRequest } from "./delivery-request.js";
 import { eventBody } from "./events.js";
+import { UnsendableBody } from "./kinds/custom-template.js";
 import type { PostResult, WebhookHttpClient } from "./outbound.js";
 import { nextAttemptAt, stateAfter } from "./retry-schedule.js";
 import * as repo from "./repository.js";
@@ -75,19 +76,18 @@ export class Dispatcher {
   private slotWaiter: { slots: number; resolve: () => void } | undefined;
   /**
    * Outcomes finished in the same tick are recorded in one statement, one statement at a time. When
-   * that statement fails, each outcome is recorded by itself: one the database refuses must not leave
-   * the others unrecorded, to be sent again once their leases run out.
+   * the database refuses what that statement holds, each outcome is recorded by itself: one it
+   * refuses must not leave the others unrecorded, to be sent again once their leases run out. (When
+   * it fails for any other reason, an outage, each would fail the same way.)
    */
   private readonly recorder = new TickBatcher<repo.AttemptOutcome, Recorded>({
     write: async (outcomes) => {
       try {
         return (await this.recordAll(outcomes)).map((disabled) => ({ disabled }));
       } catch (error) {
-        if (outcomes.length === 1) throw error;
+        if (!isRefusedData(error)) throw error;
         const each: Recorded[] = [];
-        for (const outcome of outcomes) {
-          each.push(await this.recordAll([outcome]).then(([disabled]) => ({ disabled }), (failure: unknown) => ({ failure })));
-        }
+        for (const outcome of outcomes) each.push(await this.recordApart(outcome));
         return each;
       }
     },
@@ -248,6 +248,21 @@ export class Dispatcher {
     return outcomes.map((o) => (disabler.get(o.webhookId) === o ? disabled.find((d) => d.id === o.webhookId) : undefined));
   }
 
+  /**
+   * One outcome by itself; refused, it is recorded without what the receiver answered, which is what
+   * the database could refuse (the attempt happened, and sending it again would be refused alike).
+   */
+  private async recordApart(outcome: repo.AttemptOutcome): Promise<Recorded> {
+    const record = (o: repo.AttemptOutcome) => this.recordAll([o]).then(([disabled]): Recorded => ({ disabled }));
+    try {
+      return await record(outcome);
+    } catch (error) {
+      if (!isRefusedData(error)) return { failure: error };
+      const why = `the answer could not be stored (${error instanceof Error ? error.message : String(error)})`;
+      return record({ ...outcome, responseBody: "", error: outcome.error ? `${outcome.error}; ${why}` : why }).catch((failure: unknown) => ({ failure }));
+    }
+  }
+
   private async loop(): Promise<void> {
     const batch = Math.ceil(this.settings.concurrency / CLAIM_BATCH_DIVISOR);
     while (!this.stopped) {
@@ -343,12 +358,17 @@ export class Dispatcher {
 /** What recording one outcome came to: the webhook it disabled, if any, or why it was not recorded. */
 type Recorded = { disabled: repo.DisabledWebhook | undefined } | { failure: unknown };
 
-/** The request for this attempt, or why none can be made (a custom template's body too large for the event). */
+/**
+ * The request for this attempt, or why none can be made (a custom template's body too large for the
+ * event). Any other failure is a fault here, not the webhook's: it is thrown, logged, and the delivery
+ * tried again once its lease runs out.
+ */
 function buildRequest(delivery: ClaimedDelivery): DeliveryRequest | { unsendable: string } {
   try {
     return deliveryRequest(delivery, new Date());
   } catch (error) {
-    return { unsendable: `could not make the request: ${error instanceof Error ? error.message : String(error)}` };
+    if (error instanceof UnsendableBody) return { unsendable: `could not make the request: ${error.message}` };
+    throw error;
   }
 }
 

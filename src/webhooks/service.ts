@@ -3,7 +3,7 @@ import { isAdmin, type Principal } from "../platform/auth.js";
 import { isForeignKeyViolation, type Db } from "../platform/db/database.js";
 import type { WebhookKind, WebhookRow } from "../platform/db/schema.js";
 import { Code, failedPrecondition, invalidArgument, notFound, permissionDenied, RpcError, Violations } from "../platform/errors.js";
-import { isUuid } from "../platform/ids.js";
+import { canonicalId, isUuid } from "../platform/ids.js";
 import type { Dispatcher } from "./dispatcher.js";
 import { EVENT_NAME, EVENT_NAME_MAX, eventBody } from "./events.js";
 import { checkKind } from "./kinds/index.js";
@@ -91,6 +91,10 @@ export class WebhookService {
     const signatureScheme = request.signatureScheme === undefined ? undefined : checkScheme(violations, request.signatureScheme);
     const retrySchedule = request.retrySchedule === undefined ? undefined : checkRetrySchedule(violations, request.retrySchedule);
     // Kind and scheme checks depend on the stored webhook: load it first so one error names every bad field.
+    if (request.webhookId === "") {
+      checkWebhookId(violations, request.webhookId);
+      violations.throwIfAny();
+    }
     const current = await this.get(principal, request.webhookId);
     const format = kindChange(violations, current, request);
     checkSchemeSecret(violations, current, request);
@@ -108,9 +112,11 @@ export class WebhookService {
     };
     // A replaced secret that is no Standard Webhooks key cannot sign in that scheme: it is dropped
     // rather than said to sign for another day.
-    const previous = request.secret !== undefined && request.secret !== current.secret ? current.secret : current.previous_secret;
-    const scheme = signatureScheme ?? current.signature_scheme;
-    if (scheme === "standard-webhooks" && previous !== null && !isStandardSecret(previous)) patch.dropPreviousSecret = true;
+    if (request.secret !== undefined || signatureScheme !== undefined) {
+      const previous = request.secret !== undefined && request.secret !== current.secret ? current.secret : current.previous_secret;
+      const scheme = signatureScheme ?? current.signature_scheme;
+      if (scheme === "standard-webhooks" && previous !== null && !isStandardSecret(previous)) patch.dropPreviousSecret = true;
+    }
     // An update that sets nothing (an empty body, or only unknown keys) changes nothing, as a PATCH would.
     if (Object.values(patch).every((value) => value === undefined)) return current;
     const row = await repo.updateWebhook(this.db, principal.accountId, request.webhookId, patch, PREVIOUS_SECRET_TTL_MS);
@@ -161,6 +167,7 @@ export class WebhookService {
 
   async deliveries(principal: Principal, webhookId: string, limit: number): Promise<repo.AttemptView[]> {
     const violations = new Violations();
+    checkWebhookId(violations, webhookId);
     if (limit < 0 || limit > MAX_DELIVERIES_LIMIT) {
       violations.add("limit", `must be from 1 to ${MAX_DELIVERIES_LIMIT} (0 or absent means ${DEFAULT_DELIVERIES_LIMIT})`);
     }
@@ -172,6 +179,7 @@ export class WebhookService {
   /** The event of one delivery, sent to the webhook again as a new delivery. */
   async resend(principal: Principal, webhookId: string, deliveryId: string): Promise<{ deliveryId: string; eventId: string }> {
     const violations = new Violations();
+    checkWebhookId(violations, webhookId);
     if (deliveryId === "") violations.add("delivery_id", "is required");
     violations.throwIfAny();
     const webhook = await this.enabledWebhook(principal, webhookId, "resending");
@@ -199,6 +207,7 @@ export class WebhookService {
   /** Queues again the webhook's deliveries since `since` that failed or were skipped. */
   async recover(principal: Principal, webhookId: string, since: Date | undefined): Promise<{ requeued: number }> {
     const violations = new Violations();
+    checkWebhookId(violations, webhookId);
     if (since === undefined) violations.add("since", "is required (an RFC 3339 time)");
     else if (since.getTime() > Date.now()) violations.add("since", "must not be in the future");
     violations.throwIfAny();
@@ -235,8 +244,7 @@ export class WebhookService {
     else if (request.event === "*" || !EVENT_NAME.test(request.event)) {
       violations.add("event", "must be a dotted lowercase name such as request.completed");
     }
-    // Ids are compared as the database writes them, in lower case.
-    const accountId = (request.accountId || principal.accountId).toLowerCase();
+    const accountId = canonicalId(request.accountId || principal.accountId);
     if (!isUuid(accountId)) violations.add("account_id", "must be an account id (a UUID)");
     if (request.idempotencyKey !== "" && !IDEMPOTENCY_KEY.test(request.idempotencyKey)) {
       violations.add("idempotency_key", "must be 1..255 visible ASCII characters, without spaces (a UUID, for example)");
@@ -333,8 +341,14 @@ function checkSecret(violations: Violations, secret: string): void {
 }
 
 /** An empty id is a request that forgot it, not a webhook that is not there. */
+function checkWebhookId(violations: Violations, webhookId: string): void {
+  if (webhookId === "") violations.add("webhook_id", "is required");
+}
+
 function requireWebhookId(webhookId: string): void {
-  if (webhookId === "") throw invalidArgument([{ field: "webhook_id", description: "is required" }]);
+  const violations = new Violations();
+  checkWebhookId(violations, webhookId);
+  violations.throwIfAny();
 }
 
 function webhookNotFound(id: string): RpcError {

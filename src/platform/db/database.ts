@@ -98,3 +98,12 @@ export async function migrateToLatest(db: Db, logger: Logger): Promise<void> {
 export function isForeignKeyViolation(error: unknown): boolean {
   return (error as { code?: string }).code === "23503";
 }
+
+/**
+ * PostgreSQL refused the values written (a data exception or a broken constraint, SQLSTATE classes 22
+ * and 23), as opposed to failing whatever was written (a lost connection, a shutdown).
+ */
+export function isRefusedData(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return typeof code === "string" && (code.startsWith("22") || code.startsWith("23"));
+}

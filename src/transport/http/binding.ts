@@ -2,6 +2,7 @@ import type { IncomingMessage } from "node:http";
 import { ScalarType, type DescField, type DescMessage, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { protoCamelCase, protoSnakeCase } from "@bufbuild/protobuf/reflect";
 import { invalidArgument } from "../../platform/errors.js";
+import { quoted } from "../request-decoder.js";
 import { readBody, type RequestTarget } from "./request.js";
 import type { Route } from "./routes.js";
 
@@ -52,16 +53,31 @@ export async function bindRequest(
     if (bound.has(path[0]!) || (route.body !== "*" && path[0] === route.body)) continue;
     setField(route.input, into, path, value, true);
   }
-  for (const [name, value] of Object.entries(query)) {
-    const field = findField(route.input, name)!;
-    const given = json[field.name] ?? json[field.jsonName];
-    if (given === undefined) json[field.name] = value;
-    else if (JSON.stringify(given) !== JSON.stringify(value)) {
-      throw invalidArgument([{ field: field.name, description: "differs between the query and the body; give it in one of them, or the same in both" }]);
-    }
-  }
+  mergeQuery(json, query, "");
   bindHeaders(req, route, json);
   return json;
+}
+
+/**
+ * Sets what the query gives (`query`, proto names, values as the query wrote them) on the body's
+ * request, leaf by leaf; a leaf given in both must say the same (`3` in the body is `weight=3`).
+ */
+function mergeQuery(json: JsonObject, query: JsonObject, prefix: string): void {
+  for (const [name, value] of Object.entries(query)) {
+    const path = prefix ? `${prefix}.${name}` : name;
+    const given = json[name];
+    if (given === undefined) json[name] = value;
+    else if (isObject(given) && isObject(value)) mergeQuery(given, value, path);
+    else if (!sameLeaf(given, value)) {
+      throw invalidArgument([{ field: path, description: "differs between the query and the body; give it in one of them, or the same in both" }]);
+    }
+  }
+}
+
+/** Whether a body's value and a query's say the same: the query's are text, the body's JSON. */
+function sameLeaf(body: JsonValue, query: JsonValue): boolean {
+  if (Array.isArray(body) && Array.isArray(query)) return body.length === query.length && body.every((item, i) => sameLeaf(item, query[i]!));
+  return !isObject(body) && !Array.isArray(body) && String(body) === String(query);
 }
 
 /**
@@ -138,7 +154,7 @@ function normalizeValue(field: DescField, value: JsonValue, path: string): JsonV
     value.forEach((item, i) => isObject(item) && normalizeKeys(field.message, item, `${path}[${i}]`));
   }
   if (field.fieldKind === "map" && field.mapKind === "message" && isObject(value)) {
-    for (const [k, item] of Object.entries(value)) if (isObject(item)) normalizeKeys(field.message, item, `${path}[${JSON.stringify(k)}]`);
+    for (const [k, item] of Object.entries(value)) if (isObject(item)) normalizeKeys(field.message, item, `${path}[${quoted(k)}]`);
   }
   return value;
 }
@@ -147,15 +163,16 @@ function normalizeValue(field: DescField, value: JsonValue, path: string): JsonV
  * Sets a path variable or query parameter on the request JSON, converting the string to the JSON
  * form the field's type expects. Unknown names are ignored, like unknown JSON fields.
  */
-function setField(message: DescMessage, json: JsonObject, path: string[], raw: string, fromQuery: boolean): void {
+function setField(message: DescMessage, json: JsonObject, path: string[], raw: string, fromQuery: boolean, prefix = ""): void {
   const field = findField(message, path[0]!);
   if (!field) return;
   const key = field.name;
+  const at = prefix ? `${prefix}.${key}` : key;
   if (path.length > 1) {
     if (field.fieldKind !== "message") return;
     const child = (json[key] ??= {}) as JsonObject;
     if (typeof child !== "object" || child === null || Array.isArray(child)) return;
-    setField(field.message, child, path.slice(1), raw, fromQuery);
+    setField(field.message, child, path.slice(1), raw, fromQuery, at);
     return;
   }
   const value = scalarJson(field, raw);
@@ -166,7 +183,7 @@ function setField(message: DescMessage, json: JsonObject, path: string[], raw: s
   } else if (fromQuery && json[key] !== undefined) {
     // `update_mask=comment&update_mask=owners` means both; any other field given twice, one of them
     // would be dropped unseen.
-    if (!isFieldMask(field)) throw invalidArgument([{ field: key, description: "is given more than once in the query" }]);
+    if (!isFieldMask(field)) throw invalidArgument([{ field: at, description: "is given more than once in the query" }]);
     json[key] = `${json[key] as string},${value as string}`;
   } else {
     json[key] = value;

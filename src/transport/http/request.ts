@@ -1,6 +1,6 @@
 import type { IncomingMessage } from "node:http";
 import { parseBearer, type Credential } from "../../platform/auth.js";
-import { Code, RpcError } from "../../platform/errors.js";
+import { Code, invalidArgument, RpcError } from "../../platform/errors.js";
 
 /** The request target as routes see it: the path as sent (no dot-segment folding) and the query. */
 export interface RequestTarget {
@@ -26,11 +26,7 @@ export const BODY_TOO_LARGE = "BODY_TOO_LARGE";
  */
 export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   return new Promise<Buffer>((resolve, reject) => {
-    const tooLarge = () =>
-      new RpcError(Code.INVALID_ARGUMENT, `body: exceeds ${limit} bytes`, {
-        reason: BODY_TOO_LARGE,
-        fieldViolations: [{ field: "body", description: `exceeds ${limit} bytes` }],
-      });
+    const tooLarge = () => invalidArgument([{ field: "body", description: `exceeds ${limit} bytes` }], BODY_TOO_LARGE);
     const declared = Number(req.headers["content-length"] ?? "0");
     if (declared > MAX_DISCARDED_BODY_BYTES) {
       reject(tooLarge());

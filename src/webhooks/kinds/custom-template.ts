@@ -58,9 +58,13 @@ export function checkTemplate(violations: Violations, text: string | undefined):
 const parsed = new Map<string, Template>();
 const MAX_PARSED = 1_000;
 
+/** A body that no attempt can make for this event: sending it again would fail the same way. */
+export class UnsendableBody extends Error {}
+
 /**
- * The body a checked template gives for an event. Throws when its placeholders would put more than
- * TEMPLATE_OUTPUT_MAX characters into it: that event can never be sent to this webhook.
+ * The body a checked template gives for an event. Throws UnsendableBody when its placeholders would
+ * put more than TEMPLATE_OUTPUT_MAX characters into it, or when it cannot be filled at all (one
+ * stored before templates were bounded, nested past the stack).
  */
 export function renderTemplate(text: string, view: EventView): unknown {
   let template = parsed.get(text);
@@ -70,7 +74,12 @@ export function renderTemplate(text: string, view: EventView): unknown {
     template = JSON.parse(text) as Template;
     parsed.set(text, template);
   }
-  return fill(template, view, { left: TEMPLATE_OUTPUT_MAX });
+  try {
+    return fill(template, view, { left: TEMPLATE_OUTPUT_MAX });
+  } catch (error) {
+    if (error instanceof RangeError) throw new UnsendableBody(`the template cannot be filled for this event (${error.message})`);
+    throw error;
+  }
 }
 
 /** Characters the placeholders of one body may still add. */
@@ -102,7 +111,7 @@ function fill(template: Template, view: EventView, budget: Budget): unknown {
 
 function spend(budget: Budget, characters: number): void {
   budget.left -= characters;
-  if (budget.left < 0) throw new Error(`the template's placeholders make a body of more than ${TEMPLATE_OUTPUT_MAX} characters for this event`);
+  if (budget.left < 0) throw new UnsendableBody(`the template's placeholders make a body of more than ${TEMPLATE_OUTPUT_MAX} characters for this event`);
 }
 
 
