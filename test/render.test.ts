@@ -131,6 +131,13 @@ describe("face swap", () => {
     expect(progress.at(-1)).toEqual([16, 16]);
   });
 
+  it("starts with the frame showing at the start: inside the last frame's time, or written as 1e-7", async () => {
+    // The clip's last frame shows from 1.1 s to 1.2 s.
+    expect((await renderer.render(request({ startSeconds: 1.15, endSeconds: 1.2 }))).frames).toBe(1);
+    expect((await renderer.render(request({ startSeconds: 1e-7, endSeconds: 0.3 }))).frames).toBe(3);
+    expect((await renderer.render(request({ startSeconds: 0.5, endSeconds: 0.500000001 }))).frames).toBe(1);
+  });
+
   it("logs each render's speed and where its workers' time went, per frame", async () => {
     const started = performance.now();
     const result = await renderer.render(request({ endSeconds: 0.8 }));
@@ -403,7 +410,11 @@ describe("face swap", () => {
   it("fails with decode_failed on an input that is not a video", async () => {
     const bogus = path.join(dir, "bogus.mp4");
     await fs.writeFile(bogus, "not a video");
-    await expect(renderer.render(request({ video: bogus }))).rejects.toMatchObject({ name: "RenderError", code: "decode_failed" });
+    const error = await renderer.render(request({ video: bogus })).catch((e: unknown) => e as Error);
+    expect(error).toMatchObject({ name: "RenderError", code: "decode_failed" });
+    // The message reaches the job's owner: it names the file, not where the server keeps it.
+    expect(error.message).toContain("bogus.mp4");
+    expect(error.message).not.toContain(dir);
   });
 
   it("stops within a second when cancelled", async () => {
@@ -587,6 +598,13 @@ describe("face detector", () => {
 
   it("finds each person of a video once", () => {
     expect(people.map((face) => path.basename(face.png))).toEqual(["0-0.png", "0-1.png", "0-2.png"]);
+  });
+
+  it("finds the people of a clip too short to have a frame at one a second's first tick", async () => {
+    const short = path.join(dir, "short.mp4");
+    await runFfmpeg(["-y", "-loglevel", "error", "-i", clip, "-t", "0.3", "-c:v", "libx264", "-pix_fmt", "yuv420p", short]);
+    const faces = await detector.detect({ input: short, still: false, confidence: 0.5, outputDirectory: path.join(dir, "short"), signal: new AbortController().signal });
+    expect(faces.map((face) => path.basename(face.png)).sort()).toEqual(["0-0.png", "0-1.png", "0-2.png"]);
   });
 });
 

@@ -204,7 +204,8 @@ export class JobRunner {
     progress.frames = result.frames;
     const key = outputKey(job.account_id, job.id);
     await this.store.putFile(key, output, "video/mp4");
-    // Never more than was quoted: a source above 30 fps renders more frames than the estimate.
+    // Never more than was quoted (the quote covers the frames the range holds; a source whose frame
+    // count the probe misjudged could render a few more).
     const charged = Math.min(result.frames, job.credits_reserved);
     const finished = await this.db.transaction().execute(async (tx) => {
       const row = await repo.finishJob(

@@ -14,13 +14,19 @@ export const MAX_UPLOAD_ITEMS = 100;
 export const UPLOAD_URL_TTL_MS = 15 * 60 * 1000;
 export const DOWNLOAD_URL_TTL_MS = 24 * 60 * 60 * 1000;
 
-/** Credits are quoted at 30 frames per second of clip, whatever the source's rate. */
+/** Credits are quoted at 30 frames per second of clip (Magic Hour's estimate), or more for a faster source. */
 export const ESTIMATE_FPS = 30;
 
-export function estimateCredits(startSeconds: number, endSeconds: number): number {
+/**
+ * The credits reserved for a clip: 30 a second, as Magic Hour estimates, or the frames the source
+ * holds in the range when it runs faster (a job costs the frames it renders, and a 60 fps source
+ * renders 60 a second; quoted at 30, a 1,000 fps clip rendered 1,000 frames for 30 credits).
+ */
+export function quoteCredits(startSeconds: number, endSeconds: number, fps: number): number {
   // Rounded to the microsecond first, so 0.1 + 0.2 style float noise does not cost a frame; at
   // least one, since even the shortest clip renders a frame.
-  return Math.max(1, Math.ceil(Math.round((endSeconds - startSeconds) * ESTIMATE_FPS * 1e6) / 1e6));
+  const estimate = Math.max(1, Math.ceil(Math.round((endSeconds - startSeconds) * ESTIMATE_FPS * 1e6) / 1e6));
+  return Math.max(estimate, expectedFrames(startSeconds, endSeconds, fps));
 }
 
 /** Frames the renderer will write for the clip at the source's rate. */

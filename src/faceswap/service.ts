@@ -22,7 +22,7 @@ import {
   assetPrefix,
   defaultName,
   DOWNLOAD_URL_TTL_MS,
-  estimateCredits,
+  quoteCredits,
   expectedFrames,
   EXTENSIONS,
   FACE_SWAP_MODES,
@@ -158,7 +158,7 @@ export class FaceSwapService {
       throw invalid("start_seconds", `must be before the end of the video (${info.durationSeconds} s)`);
     }
     const endSeconds = Math.min(checked.endSeconds, info.durationSeconds);
-    const credits = estimateCredits(startSeconds, endSeconds);
+    const credits = quoteCredits(startSeconds, endSeconds, info.fps);
     const sizes = {
       free: outputSize(info.width, info.height, PLAN_MAX_LONG_SIDE.free),
       pro: outputSize(info.width, info.height, PLAN_MAX_LONG_SIDE.pro),

@@ -1,7 +1,7 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import type { DetectedFace, FaceDetectionRequest } from "../renderer.js";
-import { crop, decodeFrames, encodePng, grow, type RgbImage } from "./images.js";
+import { crop, decodeFrames, encodePng, grow, NoFramesError, type RgbImage } from "./images.js";
 import { abortError, untilAborted } from "./pipeline.js";
 import type { FaceData } from "./protocol.js";
 import { matchPerson } from "./swap-stage.js";
@@ -28,12 +28,14 @@ interface Person {
  */
 export async function detectFaces(pool: WorkerPool, request: FaceDetectionRequest): Promise<DetectedFace[]> {
   const { signal } = request;
-  const { frames, fps } = await decodeFrames(request.input, {
-    maxLongSide: MAX_SIDE,
-    maxFrames: request.still ? 1 : SAMPLED_FRAMES,
-    ...(request.still ? {} : { filter: "fps=1" }),
-    signal,
-  });
+  const first = { maxLongSide: MAX_SIDE, maxFrames: 1, signal };
+  // A clip shorter than about half a second has no frame at fps=1's first tick: its first frame stands for it.
+  const { frames, fps } = request.still
+    ? await decodeFrames(request.input, first)
+    : await decodeFrames(request.input, { ...first, maxFrames: SAMPLED_FRAMES, filter: "fps=1" }).catch((error: unknown) => {
+        if (error instanceof NoFramesError) return decodeFrames(request.input, first);
+        throw error;
+      });
   if (signal.aborted) throw abortError(signal);
   const analysed = await untilAborted(
     Promise.all(

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
+import path from "node:path";
 import type { Writable } from "node:stream";
 import { ffmpegPath } from "../../platform/media/ffmpeg.js";
 import { expectedFrames } from "../rules.js";
@@ -20,7 +21,11 @@ export class FfmpegProcess {
   readonly exited: Promise<number | null>;
   private stderr = "";
 
-  constructor(args: string[], stdin: "pipe" | "ignore", stdout: "pipe" | "ignore") {
+  constructor(
+    private readonly args: string[],
+    stdin: "pipe" | "ignore",
+    stdout: "pipe" | "ignore",
+  ) {
     this.child = spawn(ffmpegPath, args, { stdio: [stdin, stdout, "pipe"] });
     this.child.stderr!.setEncoding("utf8");
     this.child.stderr!.on("data", (chunk: string) => {
@@ -35,9 +40,14 @@ export class FfmpegProcess {
     });
   }
 
-  /** The last lines ffmpeg wrote to stderr, for an error message. */
+  /**
+   * The last lines ffmpeg wrote to stderr, for an error message (which reaches the job's owner): the
+   * files it was given are named by their file names, not where this server keeps them.
+   */
   tail(): string {
-    return this.stderr.trim().split("\n").slice(-3).join(" | ");
+    let text = this.stderr.trim().split("\n").slice(-3).join(" | ");
+    for (const arg of this.args) if (path.isAbsolute(arg)) text = text.replaceAll(arg, path.basename(arg));
+    return text;
   }
 
   kill(): void {
@@ -45,19 +55,26 @@ export class FfmpegProcess {
   }
 }
 
+/** Seconds as ffmpeg reads them: fixed-point to the microsecond (it refuses `1e-7`, which String() writes). */
+export function ffmpegSeconds(seconds: number): string {
+  return seconds.toFixed(6);
+}
+
 /**
  * Decodes the range to rgb24 on stdout. `-ss` before `-i` seeks by keyframe and then decodes
- * accurately up to the start, which is far faster than decoding from the beginning. Frames are
- * scaled bicubically (ffmpeg's default): bilinear left every downscaled render soft, faces and all
- * (a 1080 px clip scaled to 576 px and encoded kept 0.43 of its faces' Laplacian variance, against
- * 0.65 bicubically).
+ * accurately up to the start, which is far faster than decoding from the beginning. The range starts
+ * with the frame showing at its start, not the first frame after it: a start inside the last frame's
+ * time found no frame at all. Frames are scaled bicubically (ffmpeg's default): bilinear left every
+ * downscaled render soft, faces and all (a 1080 px clip scaled to 576 px and encoded kept 0.43 of its
+ * faces' Laplacian variance, against 0.65 bicubically).
  */
 export function startDecoder(format: FrameFormat): FfmpegProcess {
-  const duration = format.endSeconds - format.startSeconds;
+  const from = Math.floor(format.startSeconds * format.fps + 1e-6) / format.fps;
+  const duration = Math.max(format.endSeconds - from, 1 / format.fps);
   return new FfmpegProcess(
     [
       "-hide_banner", "-nostdin", "-loglevel", "error",
-      "-ss", String(format.startSeconds), "-t", String(duration), "-i", format.video,
+      "-ss", ffmpegSeconds(from), "-t", ffmpegSeconds(duration), "-i", format.video,
       "-an", "-sn", "-dn",
       "-vf", `scale=${format.width}:${format.height}:flags=bicubic,fps=${format.fps}`,
       "-frames:v", String(expectedFrames(format.startSeconds, format.endSeconds, format.fps)),
@@ -78,7 +95,7 @@ export function startEncoder(format: FrameFormat, output: string, withAudio: boo
   // The range's audio is bounded by -t on its input. No -shortest: where the source's sound stops
   // before its picture, ffmpeg ended the output (and stopped reading its stdin) short of the frames
   // still to come, and the render failed on a broken pipe.
-  if (withAudio) args.push("-ss", String(format.startSeconds), "-t", String(duration), "-i", format.video);
+  if (withAudio) args.push("-ss", ffmpegSeconds(format.startSeconds), "-t", ffmpegSeconds(duration), "-i", format.video);
   args.push("-map", "0:v:0");
   if (withAudio) args.push("-map", "1:a:0?", "-c:a", "aac");
   args.push(

@@ -1,3 +1,4 @@
+import path from "node:path";
 import zlib from "node:zlib";
 import { outputSize, probeMedia } from "../../platform/media/ffmpeg.js";
 import { FfmpegProcess, readFrames } from "./ffmpeg-frames.js";
@@ -7,6 +8,9 @@ export interface RgbImage {
   width: number;
   height: number;
 }
+
+/** ffmpeg decoded `input` without error, and `filter` let no frame through. */
+export class NoFramesError extends Error {}
 
 /** Frames of `input` as rgb24 at most `maxLongSide` on the long side; `filter` picks which (e.g. fps=1). */
 export async function decodeFrames(
@@ -28,7 +32,8 @@ export async function decodeFrames(
     const frames: RgbImage[] = [];
     for await (const pixels of readFrames(decoder.child.stdout!, width * height * 3)) frames.push({ pixels, width, height });
     const code = await decoder.exited;
-    if (code !== 0 || frames.length === 0) throw new Error(`cannot decode ${input}: ${decoder.tail() || `exit ${code}`}`);
+    if (code === 0 && frames.length === 0) throw new NoFramesError(`no frame of ${path.basename(input)} passed ${filters}`);
+    if (code !== 0) throw new Error(`cannot decode ${path.basename(input)}: ${decoder.tail() || `exit ${code}`}`);
     return { frames, fps: info.fps };
   } finally {
     options.signal?.removeEventListener("abort", onAbort);

@@ -38,11 +38,13 @@ export async function probeMedia(input: string, signal?: AbortSignal): Promise<M
   if (info.still) return info;
   // The container's Duration is its longest stream's: sound that runs on past the picture would let
   // a clip range with no frame in it through. Counting the video stream's packets (a copy, no
-  // decoding) gives the picture's own length.
+  // decoding) gives the picture's own length, and the only one of an animated GIF (Duration: N/A).
   const counted = await runFfmpeg(["-hide_banner", "-nostdin", "-i", input, "-map", "0:v:0", "-c", "copy", "-f", "null", "-"], { signal });
   const frames = Number([...counted.matchAll(/frame=\s*(\d+)/g)].at(-1)?.[1] ?? 0);
   const pictureSeconds = frames > 0 && info.fps > 0 ? frames / info.fps : info.durationSeconds;
-  return { ...info, durationSeconds: Math.min(info.durationSeconds, pictureSeconds) };
+  const durationSeconds = info.durationSeconds > 0 ? Math.min(info.durationSeconds, pictureSeconds) : pictureSeconds;
+  if (!(durationSeconds > 0)) throw new MediaError("video has no duration");
+  return { ...info, durationSeconds };
 }
 
 /** Parses the stderr of `ffmpeg -i`. */
@@ -65,8 +67,12 @@ function parseProbe(stderr: string): MediaInfo {
   const fps = still || !fpsMatch ? 0 : Number(fpsMatch[1]) * (fpsMatch[2] === "k" ? 1000 : 1);
   const rotation = /rotate\s*:\s*(-?\d+)/.exec(stderr) ?? /rotation of (-?[\d.]+) degrees/.exec(stderr);
   const turned = rotation ? Math.abs(Math.round(Number(rotation[1]))) % 180 === 90 : false;
-  const [width, height] = turned ? [Number(size[2]), Number(size[1])] : [Number(size[1]), Number(size[2])];
-  if (!still && !(durationSeconds > 0)) throw new MediaError("video has no duration");
+  // Stored pixels need not be square (anamorphic footage): the size reported is the one shown, so
+  // frames are scaled to square pixels rather than drawn squashed.
+  const sar = /\[SAR (\d+):(\d+) DAR/.exec(line);
+  const stretch = sar && Number(sar[1]) > 0 && Number(sar[2]) > 0 ? Number(sar[1]) / Number(sar[2]) : 1;
+  const shownWidth = Math.max(1, Math.round(Number(size[1]) * stretch));
+  const [width, height] = turned ? [Number(size[2]), shownWidth] : [shownWidth, Number(size[2])];
   return { durationSeconds, width, height, fps, hasAudio: /Stream #\d+:\d+[^\n]*: Audio: /.test(stderr), still };
 }
 
@@ -93,9 +99,13 @@ export function runFfmpeg(args: string[], options: RunOptions = {}): Promise<str
   });
 }
 
-/** Long side capped at `maxLongSide` (never upscaled), both sides even, aspect kept. */
+/**
+ * Long side capped at `maxLongSide` (never upscaled), both sides even, aspect kept: each side the even
+ * number nearest its scaled length (4096x2730 at 1080 is 1080x720, not 1080x718), never past the
+ * source's own even size.
+ */
 export function outputSize(width: number, height: number, maxLongSide: number): { width: number; height: number } {
   const scale = Math.min(1, maxLongSide / Math.max(width, height));
-  const even = (n: number) => Math.max(2, 2 * Math.floor((n * scale) / 2));
+  const even = (n: number) => Math.max(2, Math.min(2 * Math.floor(n / 2), 2 * Math.round((n * scale) / 2)));
   return { width: even(width), height: even(height) };
 }

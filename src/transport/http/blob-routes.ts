@@ -92,7 +92,9 @@ async function download(
     "content-disposition": `attachment; filename="${key.slice(key.lastIndexOf("/") + 1)}"`,
     "cache-control": "private, max-age=3600",
   };
-  const requested = req.headers.range;
+  // If-Range asks for the range only if the file is the one a validator names; these answers carry no
+  // validator, so none matches and the whole file is the answer.
+  const requested = req.headers["if-range"] === undefined ? req.headers.range : undefined;
   const range = requested === undefined ? undefined : parseRange(requested, info.size);
   if (range === null) {
     res.writeHead(416, { "content-range": `bytes */${info.size}` });
@@ -122,7 +124,8 @@ async function download(
 
 /**
  * One `bytes=` range (suffix and open-ended forms included); undefined when the header is not a
- * single byte range (serve the whole blob), null when it cannot be satisfied.
+ * single valid byte range (`bytes=5-3` is not: serve the whole blob), null when it cannot be
+ * satisfied (it starts past the end).
  */
 export function parseRange(header: string, size: number): ByteRange | undefined | null {
   const match = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
@@ -133,9 +136,9 @@ export function parseRange(header: string, size: number): ByteRange | undefined 
     return { start: Math.max(0, size - suffix), end: size - 1 };
   }
   const start = Number(match[1]);
-  const end = match[2] === "" ? size - 1 : Math.min(Number(match[2]), size - 1);
-  if (start >= size || end < start) return null;
-  return { start, end };
+  if (match[2] !== "" && Number(match[2]) < start) return undefined;
+  if (start >= size) return null;
+  return { start, end: match[2] === "" ? size - 1 : Math.min(Number(match[2]), size - 1) };
 }
 
 function decodeKey(raw: string): string | undefined {
