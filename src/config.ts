@@ -130,8 +130,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
 
   const adminToken = env.ADMIN_TOKEN || undefined;
-  if (adminToken !== undefined && (adminToken.length < 16 || adminToken.length > 200 || /\s/.test(adminToken))) {
-    problems.push(`ADMIN_TOKEN: must be 16..200 characters without spaces`);
+  // A token goes in an Authorization header, which carries visible ASCII only: any other character
+  // made a key that was created and could never be presented.
+  if (adminToken !== undefined && (adminToken.length < 16 || adminToken.length > 200 || !/^[\x21-\x7e]+$/.test(adminToken))) {
+    problems.push(`ADMIN_TOKEN: must be 16..200 visible ASCII characters (no spaces)`);
   } else if (adminToken !== undefined && isNamespaceToken(adminToken)) {
     problems.push(`ADMIN_TOKEN: must not be 32 hex characters, the shape of a namespace token`);
   }

@@ -219,12 +219,15 @@ describe("RevokeApiKey", () => {
     expect(error.reason).toBe("API_KEY_REVOKED");
   });
 
-  it("answers NOT_FOUND for an unknown or malformed id", async () => {
-    for (const keyId of [UNKNOWN_UUID, "not-a-uuid", ""]) {
+  it("answers NOT_FOUND for an unknown or malformed id, and INVALID_ARGUMENT for none", async () => {
+    for (const keyId of [UNKNOWN_UUID, "not-a-uuid"]) {
       const error = await failure(t.admin.admin.revokeApiKey({ keyId }));
       expect(error.code).toBe(Code.NOT_FOUND);
       expect(error.reason).toBe("API_KEY_NOT_FOUND");
     }
+    const missing = await failure(t.admin.admin.revokeApiKey({ keyId: "" }));
+    expect(missing.code).toBe(Code.INVALID_ARGUMENT);
+    expect(missing.fieldViolations).toEqual([{ field: "key_id", description: "is required" }]);
   });
 });
 

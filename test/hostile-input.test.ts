@@ -187,6 +187,7 @@ describe("timestamps", () => {
     [{ seconds: -62_135_596_801n }, ["expire_time.seconds"]],
     [{ seconds: 4_000_000_000n, nanos: -1 }, ["expire_time.nanos"]],
     [{ seconds: 4_000_000_000n, nanos: 2_000_000_000 }, ["expire_time.nanos"]],
+    [{ seconds: 253_402_300_799n, nanos: 999_999_999 }, ["expire_time.nanos"]],
   ])("CreateApiKey expire_time %o is INVALID_ARGUMENT naming %o", async (expireTime, fields) => {
     const { accountId } = await createAccountWithKey(t, ["webhooks"]);
     const grpcCall = await rawCall(
@@ -205,6 +206,16 @@ describe("timestamps", () => {
     });
     expect(http.status).toBe(400);
     expect(http.body.details[0].field_violations[0].field).toBe("expire_time");
+  });
+
+  it("refuses the last nanoseconds of 9999 over HTTP (they round into 10000), and keeps its last millisecond", async () => {
+    const { accountId } = await createAccountWithKey(t, ["webhooks"]);
+    const key = (expire_time: string) => t.http("POST", `/v1/admin/accounts/${accountId}/keys`, { token: ADMIN_TOKEN, body: { name: "k", scopes: ["webhooks"], expire_time } });
+    const late = await key("9999-12-31T23:59:59.9999999Z");
+    expect(late.status).toBe(400);
+    expect(late.body.details[0].field_violations[0].field).toBe("expire_time.nanos");
+    expect((await key("9999-12-31T23:59:59.999Z")).status).toBe(200);
+    expect((await t.http("GET", `/v1/admin/keys?account_id=${accountId}`, { token: ADMIN_TOKEN })).status).toBe(200);
   });
 
   it("refuses a day its month lacks over HTTP, rather than moving it into the next month", async () => {

@@ -156,6 +156,10 @@ describe("the service process (embedded PostgreSQL)", () => {
     expect((await service.exited).code).toBe(2);
     expect(service.stderr).toContain("ADMIN_TOKEN");
     expect(service.stderr).not.toContain("short");
+    // No header could carry it.
+    const accented = await start({ ADMIN_TOKEN: "tokén-with-ü-0123456" });
+    expect((await accented.service.exited).code).toBe(2);
+    expect(accented.service.stderr).toContain("ADMIN_TOKEN: must be 16..200 visible ASCII characters");
   });
 });
 

@@ -410,7 +410,7 @@ describe("face swap", () => {
   it("fails with decode_failed on an input that is not a video", async () => {
     const bogus = path.join(dir, "bogus.mp4");
     await fs.writeFile(bogus, "not a video");
-    const error = await renderer.render(request({ video: bogus })).catch((e: unknown) => e as Error);
+    const error = await renderer.render(request({ video: bogus })).then(() => new Error("rendered"), (e: unknown) => e as Error);
     expect(error).toMatchObject({ name: "RenderError", code: "decode_failed" });
     // The message reaches the job's owner: it names the file, not where the server keeps it.
     expect(error.message).toContain("bogus.mp4");

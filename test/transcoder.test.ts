@@ -335,6 +335,17 @@ describe("transcoding over HTTP", () => {
       expect(res.body.details[1]).toMatchObject({ "@type": ERROR_INFO, reason: "INVALID_JSON" });
     });
 
+    it("answers a body that is not UTF-8 with 400 naming `body`, rather than reading U+FFFD into it", async () => {
+      const res = await raw(
+        "POST",
+        "/v1/admin/accounts",
+        { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+        Buffer.concat([Buffer.from('{"name":"a'), Buffer.from([0xff, 0xfe]), Buffer.from('b"}')]),
+      );
+      expect(res.status).toBe(400);
+      expect(res.body.details[0].field_violations).toEqual([{ field: "body", description: "is not valid UTF-8" }]);
+    });
+
     it("refuses a body over 1 MiB with 413", async () => {
       const big = JSON.stringify({ name: "big", comment: "x".repeat(1024 * 1024) });
       const res = await t.http("POST", "/v1/namespaces", { token: ADMIN_TOKEN, body: big });

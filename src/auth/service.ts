@@ -210,6 +210,7 @@ export class AuthService {
   }
 
   async revokeApiKey(keyId: string): Promise<ApiKeyRow> {
+    if (keyId === "") throw invalidArgument([{ field: "key_id", description: "is required" }]);
     if (!isUuid(keyId)) throw notFound(`API key ${keyId}`, "API_KEY_NOT_FOUND");
     const row = await repo.revokeApiKey(this.db, keyId);
     if (!row) throw notFound(`API key ${keyId}`, "API_KEY_NOT_FOUND");

@@ -13,6 +13,7 @@ export const MAX_REQUEST_DEPTH = 100;
 /** Earliest and latest instants a google.protobuf.Timestamp may hold (0001-01-01, 9999-12-31). */
 const MIN_TIMESTAMP_SECONDS = -62_135_596_800n;
 const MAX_TIMESTAMP_SECONDS = 253_402_300_799n;
+const MAX_TIMESTAMP_MS = 253_402_300_799_999;
 const MAX_NANOS = 999_999_999;
 const MAX_DURATION_SECONDS = 315_576_000_000n;
 
@@ -149,8 +150,13 @@ function checkTimestamp(message: ReflectMessage, path: string, violations: Viola
   const nanos = message.get(message.desc.field.nanos!) as number;
   if (seconds < MIN_TIMESTAMP_SECONDS || seconds > MAX_TIMESTAMP_SECONDS) {
     violations.add(`${path}.seconds`, "must be within 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z");
+  } else if (nanos < 0 || nanos > MAX_NANOS) {
+    violations.add(`${path}.nanos`, `must be between 0 and ${MAX_NANOS}`);
+  } else if (Number(seconds) * 1000 + nanos / 1e6 > MAX_TIMESTAMP_MS) {
+    // The handlers' Dates are milliseconds in a double: the last nanoseconds of the year 9999 round
+    // up into 10000, which no timestamp can be written back as (the key was made, its answer a 500).
+    violations.add(`${path}.nanos`, "rounds past 9999-12-31T23:59:59.999Z; give at most 999 milliseconds");
   }
-  if (nanos < 0 || nanos > MAX_NANOS) violations.add(`${path}.nanos`, `must be between 0 and ${MAX_NANOS}`);
 }
 
 /** google.protobuf.Duration's own rules: about ±10,000 years, nanos within a second and of the seconds' sign. */

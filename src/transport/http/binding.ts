@@ -1,3 +1,4 @@
+import { isUtf8 } from "node:buffer";
 import type { IncomingMessage } from "node:http";
 import { ScalarType, type DescField, type DescMessage, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { protoCamelCase, protoSnakeCase } from "@bufbuild/protobuf/reflect";
@@ -226,7 +227,10 @@ function scalarJson(field: DescField, raw: string): JsonValue {
 }
 
 async function readJsonBody(req: IncomingMessage): Promise<JsonValue | undefined> {
-  const text = (await readBody(req, MAX_JSON_BODY_BYTES)).toString("utf8");
+  const bytes = await readBody(req, MAX_JSON_BODY_BYTES);
+  // Decoding would put U+FFFD in place of broken bytes, and the request would be taken as something it did not say.
+  if (!isUtf8(bytes)) throw invalidArgument([{ field: "body", description: "is not valid UTF-8" }], "INVALID_JSON");
+  const text = bytes.toString("utf8");
   if (text.trim() === "") return undefined;
   try {
     return JSON.parse(text) as JsonValue;
