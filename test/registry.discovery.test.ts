@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { Code } from "../src/client/index.js";
-import { ADMIN_TOKEN, useTwoReplicas, type TestApp } from "./support/app.js";
+import { createAccountWithKey } from "./support/accounts.js";
+import { ADMIN_TOKEN, startTestApp, useTwoReplicas, type TestApp } from "./support/app.js";
 import { query } from "./support/database.js";
 import { failure, until } from "./support/expect.js";
 import { gauge } from "./support/streams.js";
@@ -167,6 +168,38 @@ describe("blocking queries", () => {
     controller.abort();
     expect((await failure(blocked)).code).toBe(Code.CANCELLED);
     await until(async () => (await watchers()) === before);
+  });
+
+  it("end UNAUTHENTICATED when their key is revoked on the other replica, or expires, while they wait", async () => {
+    const index = Number((await list(b)).headers.get("x-atrium-index"));
+    const user = await createAccountWithKey(a, ["namespaces"]);
+    const blocked = b.http("GET", `/v1/namespaces/block/services/api/instances?index=${index}&wait=300s`, { token: user.key });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await a.admin.admin.revokeApiKey({ keyId: user.keyId });
+    const revoked = await blocked;
+    expect(revoked.status).toBe(401);
+    expect(revoked.body.details.find((d: { reason?: string }) => d.reason).reason).toBe("API_KEY_REVOKED");
+
+    const expireTime = new Date(Date.now() + 1_500);
+    const { key } = await a.admin.admin.createApiKey({ accountId: user.accountId, name: "brief", scopes: ["namespaces"], expireTime });
+    const expired = await failure(b.client(key).registry.listInstances({ namespace: "block", service: "api", index, wait: { seconds: 300, nanos: 0 } }));
+    expect(expired.code).toBe(Code.UNAUTHENTICATED);
+    expect(expired.reason).toBe("API_KEY_EXPIRED");
+    expect(Date.now() - expireTime.getTime()).toBeLessThan(2_000);
+  });
+
+  it("answer at once, with the list as it is, when their replica shuts down", async () => {
+    const c = await startTestApp(databaseUrl, { CACHE_CHECK_MS: "300" });
+    const index = Number((await list(c)).headers.get("x-atrium-index"));
+    const blocked = list(c, `?index=${index}&wait=300s`);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const started = Date.now();
+    const [answer] = await Promise.all([blocked, c.app.stop()]);
+    expect(answer.status).toBe(200);
+    expect(answer.headers.get("x-atrium-index")).toBe(String(index));
+    // Not the shutdown's grace period (10 s): nothing else held it.
+    expect(Date.now() - started).toBeLessThan(3_000);
+    await c.stop();
   });
 
   it("answer at the end of the wait with the same list and index when nothing changed", async () => {

@@ -226,6 +226,19 @@ describe("WatchInstances", () => {
     await until(async () => (await watchers(b)) === 0, 5_000, "the ended streams to be freed");
   });
 
+  it("ends with UNAUTHENTICATED when its API key expires", async () => {
+    await a.admin.namespaces.createNamespace({ namespace: { name: "expiring" } });
+    const user = await createAccountWithKey(a, ["namespaces"]);
+    const expireTime = new Date(Date.now() + 1_500);
+    const { key } = await a.admin.admin.createApiKey({ accountId: user.accountId, name: "brief", scopes: ["namespaces"], expireTime });
+    const watch = streamReader(b.client(key).registry.watchInstances({ namespace: "expiring", service: "api" }));
+    expect((await watch.next()).snapshot).toBe(true);
+    const ended = await watch.end();
+    expect(ended.code).toBe(Code.UNAUTHENTICATED);
+    expect(ended.reason).toBe("API_KEY_EXPIRED");
+    expect(Date.now() - expireTime.getTime()).toBeLessThan(2_000);
+  });
+
   it("re-checks a watcher's access once per change made on its own replica, as for a change made on another", async () => {
     await a.admin.namespaces.createNamespace({ namespace: { name: "rechecked" } });
     // A replica of its own, with only the parts that decide when a watcher's access is checked again.

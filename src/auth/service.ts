@@ -77,6 +77,7 @@ export class AuthService {
           keyId: row.id,
           scopes: new Set(row.scopes.filter(isScope)),
           groupIds: row.group_ids,
+          ...(row.expires_at ? { expiresAt: row.expires_at.getTime() } : {}),
         },
         keyHash,
         expiresAt: row.expires_at?.getTime() ?? null,

@@ -17,6 +17,8 @@ export interface Principal {
   groupIds: readonly string[];
   /** Set when the caller presented a namespace's token: it acts for that namespace only. */
   namespace?: string;
+  /** When the API key expires (epoch milliseconds), if it does. */
+  expiresAt?: number;
 }
 
 export function hasScope(principal: Principal, scope: Scope): boolean {

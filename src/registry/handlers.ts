@@ -44,7 +44,7 @@ export function registryService(registry: RegistryService) {
       }),
 
       listServices: async (request, ctx) => {
-        const { amount, rows, index } = await registry.listServices(ctx.principal, request, ctx.signal);
+        const { amount, rows, index } = await registry.listServices(ctx.principal, request, ctx);
         ctx.setResponseHeader(INDEX_HEADER, String(index));
         return {
           amount,
@@ -59,7 +59,7 @@ export function registryService(registry: RegistryService) {
       },
 
       listInstances: async (request, ctx) => {
-        const { rows, index } = await registry.listInstances(ctx.principal, request, ctx.signal);
+        const { rows, index } = await registry.listInstances(ctx.principal, request, ctx);
         ctx.setResponseHeader(INDEX_HEADER, String(index));
         // The rows come from the instance cache, which replaces rather than changes them (one array per service).
         return reusedResponse(rows, undefined, (): ListInstancesResponse => ({ instances: rows.map((i) => toInstance(request.namespace, i)) }));

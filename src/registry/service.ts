@@ -53,6 +53,11 @@ export interface RegistryServiceOptions {
  * Services and instances. Writes that change a namespace's counts notify the namespace cache on
  * every replica; heartbeats go through the batcher and notify only when health comes back.
  */
+/** The call a blocking query waits in: its signal for waiting (the transport's CallContext.lasting). */
+interface WaitingCall {
+  lasting(): AbortSignal;
+}
+
 export class RegistryService {
   private readonly db: Db;
   private readonly namespaces: NamespaceCache;
@@ -154,11 +159,11 @@ export class RegistryService {
     });
   }
 
-  /** A blocking query (index and wait) answers once the namespace's index passes the caller's. */
+  /** A blocking query (index and wait) answers once the namespace's index passes the caller's (see waitPast). */
   async listServices(
     principal: Principal,
     request: ListServicesRequest,
-    signal: AbortSignal,
+    call: WaitingCall,
   ): Promise<{ amount: number; rows: ServiceView[]; index: number }> {
     const violations = new Violations();
     checkName(violations, "namespace", request.namespace);
@@ -166,18 +171,18 @@ export class RegistryService {
     violations.throwIfAny();
     const namespaceId = await this.mayRead(principal, request.namespace);
     const { offset, limit } = pageOf(request, SERVICE_PAGES);
-    if (waitMs !== undefined) await this.feed.waitPast(request.namespace, undefined, request.index, waitMs, signal);
+    if (waitMs !== undefined) await this.waitPast(request.namespace, undefined, request.index, waitMs, call);
     // Read before the rows, so the rows are never older than the index.
     const index = this.feed.revisionOf(request.namespace);
     const { views } = await this.instances.services(request.namespace, namespaceId);
     return { amount: views.length, rows: views.slice(offset, offset + limit), index };
   }
 
-  /** A blocking query (index and wait) answers once the service's index passes the caller's. */
+  /** A blocking query (index and wait) answers once the service's index passes the caller's (see waitPast). */
   async listInstances(
     principal: Principal,
     request: ListInstancesRequest,
-    signal: AbortSignal,
+    call: WaitingCall,
   ): Promise<{ rows: readonly InstanceView[]; index: number }> {
     const violations = new Violations();
     checkName(violations, "namespace", request.namespace);
@@ -185,11 +190,22 @@ export class RegistryService {
     const waitMs = blockingWait(violations, request);
     violations.throwIfAny();
     const namespaceId = await this.mayRead(principal, request.namespace);
-    if (waitMs !== undefined) await this.feed.waitPast(request.namespace, request.service, request.index, waitMs, signal);
+    if (waitMs !== undefined) await this.waitPast(request.namespace, request.service, request.index, waitMs, call);
     const index = this.feed.revisionOf(request.namespace, request.service);
     const service = (await this.instances.services(request.namespace, namespaceId)).byName.get(request.service);
     if (!service) throw serviceNotFound(request.namespace, request.service);
     return { rows: request.healthyOnly ? service.healthy : service.instances, index };
+  }
+
+  /**
+   * Waits until the index passes `index`, `waitMs` pass, or the call is over. A shutdown answers at
+   * once (with what the list is then); a revoked or expired key ends the call with its error, rather
+   * than answering with what changed after it could no longer read.
+   */
+  private async waitPast(namespace: string, service: string | undefined, index: number, waitMs: number, call: WaitingCall): Promise<void> {
+    const signal = call.lasting();
+    await this.feed.waitPast(namespace, service, index, waitMs, signal);
+    if (signal.aborted && signal.reason instanceof RpcError && signal.reason.code === Code.UNAUTHENTICATED) throw signal.reason;
   }
 
   async deleteService(principal: Principal, request: DeleteServiceRequest): Promise<void> {

@@ -12,6 +12,12 @@ export interface CallContext {
   readonly principal: Principal;
   /** Aborted when the client cancels, disconnects or its deadline passes. */
   readonly signal: AbortSignal;
+  /**
+   * For a call that waits (a blocking query): `signal`, also aborted when the server begins to shut
+   * down (reason an UNAVAILABLE RpcError) and when the call's API key is revoked or expires (reason
+   * the UNAUTHENTICATED RpcError the call must end with).
+   */
+  lasting(): AbortSignal;
   readonly logger: Logger;
   /** Adds a response header (gRPC initial metadata, an HTTP response header). */
   setResponseHeader(name: string, value: string): void;

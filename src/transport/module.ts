@@ -73,6 +73,7 @@ export function transportModule({ platform, authenticate, keyChanges, capabiliti
       serving = false;
       grpc.setNotServing();
       logger.info({ event: "stopping" }, "draining");
+      router.close();
       await Promise.all([grpc.shutdown(config.shutdownGraceMs), http.shutdown(config.shutdownGraceMs)]);
     },
   };

@@ -1,7 +1,7 @@
 import type { MethodDefinition } from "@grpc/grpc-js";
 import type { DescMethod } from "@bufbuild/protobuf";
 import { hasScope, type Authenticator, type Credential, type KeyChanges, type Principal } from "../platform/auth.js";
-import { Code, internalError, permissionDenied, RpcError } from "../platform/errors.js";
+import { Code, internalError, permissionDenied, RpcError, unauthenticated } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
 import type { Counter, Histogram, Metrics } from "../platform/metrics.js";
 import { encodedOnce, type CallContext, type CallResult, type IncomingCall, type RequiredScope, type ServiceImplementation } from "./call.js";
@@ -57,6 +57,8 @@ export class Router {
   private readonly callLoggers = new Map<string, Record<IncomingCall["transport"], Logger>>();
   /** Also used by the transports for faults outside any call. */
   readonly logger: Logger;
+  /** Aborted when the server begins to shut down: calls that wait answer then (see CallContext.lasting). */
+  private readonly closing = new AbortController();
 
   constructor({ services, authenticate, keyChanges, logger, metrics }: RouterOptions) {
     this.authenticate = authenticate;
@@ -125,6 +127,7 @@ export class Router {
       cleanups = [() => call.signal.removeEventListener("abort", onAbort)];
     }
     let principal: Principal | undefined;
+    let ctx: RoutedCallContext | undefined;
     try {
       const request = decodeRequest(method.descriptor.input, bytes, method.definition.requestDeserialize);
       if (own && call.deadline !== undefined) {
@@ -141,8 +144,8 @@ export class Router {
       } else if (scope !== "authenticated" && !hasScope(principal, scope)) {
         throw permissionDenied(`this API key lacks the "${scope}" scope`, "MISSING_SCOPE");
       }
-      if (own && method.responseStream && principal.keyId !== "") cleanups!.push(this.endWhenKeyWithdrawn(principal.keyId, call.credential, own));
-      const ctx = new RoutedCallContext(path, requestId, principal, this.logger, headers, call, own);
+      if (own && method.responseStream) cleanups!.push(this.endWhenKeyEnds(principal, call.credential, own));
+      ctx = new RoutedCallContext(this, path, requestId, principal, this.logger, headers, call, own);
       const response = await body(request, ctx, headers);
       if (deadlinePassed(own, call)) throw new RpcError(Code.DEADLINE_EXCEEDED, "deadline exceeded");
       this.record(method, call, requestId, principal, Code.OK, started);
@@ -156,7 +159,50 @@ export class Router {
       throw rpcError;
     } finally {
       if (cleanups) for (const cleanup of cleanups) cleanup();
+      ctx?.end();
     }
+  }
+
+  /** Begins a shutdown for the calls that wait (see CallContext.lasting); the transports drain the rest. */
+  close(): void {
+    this.closing.abort(new RpcError(Code.UNAVAILABLE, "the server is shutting down"));
+  }
+
+  /**
+   * A signal for a call that waits (a blocking query): aborted when `base` is (the client went away),
+   * when the server begins to shut down, and when the call's API key is revoked or expires (the
+   * reason then the RpcError the call must end with). Returns it with the function that stops watching.
+   */
+  lasting(base: AbortSignal, principal: Principal, credential: Credential | undefined): { signal: AbortSignal; stop: () => void } {
+    const controller = new AbortController();
+    const onBase = () => controller.abort(base.reason);
+    const onClosing = () => controller.abort(this.closing.signal.reason);
+    base.addEventListener("abort", onBase, { once: true });
+    this.closing.signal.addEventListener("abort", onClosing, { once: true });
+    const stopKey = this.endWhenKeyEnds(principal, credential, controller);
+    return {
+      signal: controller.signal,
+      stop: () => {
+        base.removeEventListener("abort", onBase);
+        this.closing.signal.removeEventListener("abort", onClosing);
+        stopKey();
+      },
+    };
+  }
+
+  /**
+   * A call that outlives its authentication (a stream, a blocking query) ends UNAUTHENTICATED when its
+   * API key is revoked or changed on any replica (see endWhenKeyWithdrawn), and when the key expires.
+   */
+  private endWhenKeyEnds(principal: Principal, credential: Credential | undefined, own: AbortController): () => void {
+    if (principal.keyId === "") return () => {};
+    const stopWatching = this.endWhenKeyWithdrawn(principal.keyId, credential, own);
+    if (principal.expiresAt === undefined) return stopWatching;
+    const stopTimer = atTime(principal.expiresAt, () => own.abort(unauthenticated("this API key has expired", "API_KEY_EXPIRED")));
+    return () => {
+      stopWatching();
+      stopTimer();
+    };
   }
 
   /**
@@ -229,7 +275,10 @@ export class Router {
 
 /** What a handler gets; a class rather than an object literal, so that a call makes no closures for it. */
 class RoutedCallContext implements CallContext {
+  private lastingSignal: { signal: AbortSignal; stop: () => void } | undefined;
+
   constructor(
+    private readonly router: Router,
     readonly method: string,
     readonly requestId: string,
     readonly principal: Principal,
@@ -244,9 +293,33 @@ class RoutedCallContext implements CallContext {
     return this.own?.signal ?? this.call.signal;
   }
 
+  lasting(): AbortSignal {
+    this.lastingSignal ??= this.router.lasting(this.signal, this.principal, this.call.credential);
+    return this.lastingSignal.signal;
+  }
+
   setResponseHeader(name: string, value: string): void {
     this.headers[name.toLowerCase()] = value;
   }
+
+  /** The call is over: stops what lasting() watches. */
+  end(): void {
+    this.lastingSignal?.stop();
+  }
+}
+
+/** Node's timers take at most this many milliseconds; a later time is waited for in steps. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** Calls `fire` at epoch milliseconds `at` (at once if past); returns the function that cancels it. */
+function atTime(at: number, fire: () => void): () => void {
+  let timer: NodeJS.Timeout;
+  const arm = () => {
+    const wait = at - Date.now();
+    timer = setTimeout(wait > MAX_TIMER_MS ? arm : fire, Math.min(Math.max(0, wait), MAX_TIMER_MS));
+  };
+  arm();
+  return () => clearTimeout(timer);
 }
 
 /** `own` is the call's own controller, which exists whenever it has a deadline. */
