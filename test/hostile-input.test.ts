@@ -1,3 +1,4 @@
+import http2 from "node:http2";
 import net from "node:net";
 import { create, fromJson, toBinary, type DescMessage, type MessageInitShape } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
@@ -133,6 +134,35 @@ describe("free text with control characters", () => {
     });
     expect(nul.status).toBe(400);
     expect(nul.body.details[0].field_violations[0].field).toBe('data["list"][0]["x"]');
+  });
+});
+
+describe("a credential gRPC cannot carry", () => {
+  it("is logged by grpc-js as one JSON line of the service's log, without the key", async () => {
+    const { key } = await createAccountWithKey(t, ["namespaces"]);
+    const session = http2.connect(`http://${t.grpcAddress}`);
+    try {
+      const status = await new Promise<string>((resolve, reject) => {
+        const request = session.request({
+          ":method": "POST",
+          ":path": "/v1.NamespaceService/ListNamespaces",
+          "content-type": "application/grpc",
+          te: "trailers",
+          authorization: `Bearer ${key}\u00e9`,
+        });
+        request.on("trailers", (trailers) => resolve(String(trailers["grpc-status"])));
+        request.on("response", (headers) => headers["grpc-status"] !== undefined && resolve(String(headers["grpc-status"])));
+        request.on("error", reject);
+        request.end(Buffer.alloc(5));
+      });
+      expect(status).toBe(String(Code.UNAUTHENTICATED));
+    } finally {
+      session.close();
+    }
+    const lines = t.logs.filter((line) => line.event === "grpc_js");
+    expect(lines.length).toBeGreaterThan(0);
+    expect(JSON.stringify(lines)).not.toContain(key);
+    expect(String(lines[0]!.message)).toContain("authorization: [redacted]");
   });
 });
 

@@ -99,4 +99,9 @@ describe("credentials", () => {
     const cookieOnly = await raw("GET", "/v1/account", { cookie: `other=1; auth_token="${encodeURIComponent(key)}"` });
     expect(cookieOnly.status).toBe(200);
   });
+
+  it("take the first of two cookies of one name, the most specific a browser sends, as the first Authorization header", async () => {
+    expect((await raw("GET", "/v1/account", { cookie: `auth_token=${key}; auth_token=atr_planted` })).status).toBe(200);
+    expect((await raw("GET", "/v1/account", { cookie: `auth_token=atr_planted; auth_token=${key}` })).status).toBe(401);
+  });
 });

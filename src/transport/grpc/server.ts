@@ -9,6 +9,7 @@ import { requestIdOf, type IncomingCall } from "../call.js";
 import { toBinary } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { fileDescriptorSet } from "../descriptors.js";
+import type { Logger } from "../../platform/logger.js";
 import type { RoutedMethod, Router } from "../router.js";
 
 /** How long long-lived streams may go on once the last unary call of a shutdown has finished. */
@@ -23,6 +24,7 @@ export interface GrpcServer {
 }
 
 export async function startGrpcServer(router: Router, host: string, port: number): Promise<GrpcServer> {
+  logGrpcJsThrough(router.logger);
   const server = new grpc.Server({
     "grpc.keepalive_permit_without_calls": 1,
     "grpc.max_receive_message_length": 16 * 1024 * 1024,
@@ -125,6 +127,20 @@ export async function startGrpcServer(router: Router, host: string, port: number
         else drained = whenDrained;
       }),
   };
+}
+
+/**
+ * grpc-js writes its own complaints (a metadata value it cannot take, say) as plain text on stderr,
+ * the value included, twice: an API key sent with a stray character went to the log in clear. They
+ * go to the service's log instead, one JSON line each, with all that follows a credential's name
+ * left out.
+ */
+function logGrpcJsThrough(logger: Logger): void {
+  const write = (level: "error" | "info" | "debug") => (...args: unknown[]) => {
+    const message = args.map(String).join(" ").replace(/\b(authorization|cookie)\b[\s\S]*/i, "$1: [redacted]");
+    logger[level]({ event: "grpc_js", message }, "grpc-js");
+  };
+  grpc.setLogger({ error: write("error"), info: write("info"), debug: write("debug") });
 }
 
 /** Requests reach the Router as bytes; responses are encoded by the Router's methods. */

@@ -67,12 +67,18 @@ export function credentialOf(req: IncomingMessage): Credential | undefined {
   return cookie ? { token: cookie, source: "cookie" } : undefined;
 }
 
+/**
+ * A Cookie header's cookies. Of two with one name the first is kept, as browsers list the most
+ * specific (longest path) first, and as the first Authorization header is the one read: a cookie
+ * planted for a wider path or a parent domain does not take the place of the page's own.
+ */
 export function parseCookies(header: string | undefined): Map<string, string> {
   const cookies = new Map<string, string>();
   for (const part of (header ?? "").split(";")) {
     const eq = part.indexOf("=");
     if (eq <= 0) continue;
     const name = part.slice(0, eq).trim();
+    if (cookies.has(name)) continue;
     let value = part.slice(eq + 1).trim();
     if (value.startsWith('"') && value.endsWith('"')) value = value.slice(1, -1);
     try {
