@@ -253,6 +253,21 @@ describe("faceswap CLI", () => {
     const missingFile = await run(["generate", "--video", path.join(dir, "nope.mp4"), "--face", face, "--end", "1"], key);
     expect(missingFile.code).toBe(2);
     expect(missingFile.stderr).toMatch(/--video: .*nope\.mp4 does not exist/);
+
+    // Found before any upload: a range that ends before it starts, an --out no one can write to.
+    const backwards = await run(["generate", "--video", video, "--face", face, "--start", "5", "--end", "2"], key);
+    expect(backwards.code).toBe(2);
+    expect(backwards.stderr).toContain("--end must be greater than --start (5), got 2");
+    expect(backwards.stderr).not.toContain("upload");
+    const blocked = path.join(dir, "a-file");
+    await fs.writeFile(blocked, "");
+    const badOut = await run(["generate", "--video", video, "--face", face, "--end", "1", "--out", path.join(blocked, "out")], key);
+    expect(badOut.code).toBe(2);
+    expect(badOut.stderr).toContain("--out: ");
+    // A file the video upload does not take is named by its flag, not the server's items[0].
+    const imageAsVideo = await run(["generate", "--video", face, "--face", face, "--end", "1"], key);
+    expect(imageAsVideo.code).toBe(2);
+    expect(imageAsVideo.stderr).toMatch(/--video: .* cannot be uploaded as a video: its extension must be one of/);
   });
 });
 

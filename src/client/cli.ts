@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+import { constants as fsConstants } from "node:fs";
+import fs from "node:fs/promises";
 import path from "node:path";
 import { parseArgs, type ParseArgsOptionsConfig } from "node:util";
 import { ApiError, Code, createClient, FaceSwapInputError, FaceSwapJobError, type AtriumClient, type VideoProject } from "./index.js";
@@ -98,10 +100,15 @@ async function generateCommand(args: string[]): Promise<number> {
     if (at <= 0 || at === pair.length - 1) throw new UsageError(`--map takes <original>=<new>, got "${pair}"`);
     return { originalFace: pair.slice(0, at), newFace: pair.slice(at + 1) };
   });
+  const startSeconds = seconds("--start", values.start ?? "0");
+  const endSeconds = seconds("--end", values.end);
+  // Checked before anything is uploaded: the server would refuse the job only after the uploads.
+  if (endSeconds <= startSeconds) throw new UsageError(`--end must be greater than --start (${startSeconds}), got ${endSeconds}`);
+  if (values.out !== undefined) await writableDirectory(values.out);
   const request = {
     name: values.name,
-    startSeconds: seconds("--start", values.start ?? "0"),
-    endSeconds: seconds("--end", values.end),
+    startSeconds,
+    endSeconds,
     style: values.style === undefined ? undefined : { version: values.style },
     assets: {
       videoSource: "file",
@@ -185,6 +192,16 @@ function seconds(flag: string, value: string): number {
   const n = Number(value);
   if (value.trim() === "" || !Number.isFinite(n) || n < 0) throw new UsageError(`${flag} must be a number of seconds >= 0, got "${value}"`);
   return n;
+}
+
+/** Makes `dir` if it is missing; a UsageError when it cannot be written to, before the render is paid for. */
+async function writableDirectory(dir: string): Promise<void> {
+  try {
+    await fs.mkdir(dir, { recursive: true });
+    await fs.access(dir, fsConstants.W_OK);
+  } catch (error) {
+    throw new UsageError(`--out: ${dir} is not a directory this user can write to (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+  }
 }
 
 function flagOf(field: string): string {

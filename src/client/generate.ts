@@ -201,10 +201,15 @@ async function uploadLocalFiles(
   }
   if (files.size > 0) {
     const entries = [...files.entries()];
-    const { items } = await client.files.createUploadUrls(
-      { items: entries.map(([, f]) => ({ type: f.type, extension: f.extension })) },
-      { signal, timeoutMs: CALL_TIMEOUT_MS },
-    );
+    const { items } = await client.files
+      .createUploadUrls({ items: entries.map(([, f]) => ({ type: f.type, extension: f.extension })) }, { signal, timeoutMs: CALL_TIMEOUT_MS })
+      .catch((error: unknown) => {
+        // The server names the item (items[0].extension); the caller knows the file by its field.
+        const refused = error instanceof ApiError ? error.fieldViolations.find((v) => /^items\[\d+\]\.extension$/.test(v.field)) : undefined;
+        const entry = refused && entries[Number(/\d+/.exec(refused.field)![0])];
+        if (!refused || !entry) throw error;
+        throw new FaceSwapInputError(entry[1].uses[0]!.field, entry[0], `cannot be uploaded as ${entry[1].type === "video" ? "a video" : "an image"}: its extension ${refused.description}`);
+      });
     for (const [i, [file, info]] of entries.entries()) {
       const target = items[i]!;
       await uploadFile(file, info.size, target.uploadUrl, signal, onProgress);
