@@ -179,6 +179,9 @@ export class Router {
     const onClosing = () => controller.abort(this.closing.signal.reason);
     base.addEventListener("abort", onBase, { once: true });
     this.closing.signal.addEventListener("abort", onClosing, { once: true });
+    // A query that arrives while the server drains answers at once, as one waiting then did.
+    if (base.aborted) onBase();
+    else if (this.closing.signal.aborted) onClosing();
     const stopKey = this.endWhenKeyEnds(principal, credential, controller);
     return {
       signal: controller.signal,
