@@ -219,6 +219,11 @@ describe("GET /v1/namespaces", () => {
     expect(names(await call("GET", "/v1/namespaces?owner=ann"))).toEqual(["hl-alpha", "hl-beta"]);
     expect(names(await call("GET", "/v1/namespaces?name=hl*&owner=bo*"))).toEqual(["hl-beta"]);
     expect(names(await call("GET", "/v1/namespaces?name=hl-%2A&owner=carl"))).toEqual(["hl-gamma"]);
+    // An account id is one id whatever its case, in the owners list and in the filter.
+    const id = "0c1d2e3f-4a5b-4c6d-8e7f-0a1b2c3d4e5f";
+    await created("idowned-ns", { owners: id.toUpperCase() });
+    expect(names(await call("GET", `/v1/namespaces?owner=${id}`))).toEqual(["idowned-ns"]);
+    expect(names(await call("GET", `/v1/namespaces?owner=${id.toUpperCase()}`))).toEqual(["idowned-ns"]);
   });
 
   it("pages with offset and limit, counting every match", async () => {

@@ -5,6 +5,7 @@ import { isAdmin, type Principal } from "../platform/auth.js";
 import { checkBatchSize, settle, type BatchResult } from "../platform/batch.js";
 import { isForeignKeyViolation, type Db } from "../platform/db/database.js";
 import type { NamespaceFieldChange, NamespaceHistoryRow, NamespaceRow } from "../platform/db/schema.js";
+import { canonicalId } from "../platform/ids.js";
 import { TickBatcher } from "../platform/tick-batcher.js";
 import { keysetPage, keysetResult, pageOf } from "../platform/paging.js";
 import {
@@ -185,7 +186,8 @@ export class NamespaceService {
     violations.throwIfAny();
 
     const nameMatchers = filters.names.filter((n) => n !== "").map(wildcardMatcher);
-    const ownerMatchers = filters.owners.filter((o) => o !== "").map(wildcardMatcher);
+    // Owners' account ids compare as ownersOf writes them.
+    const ownerMatchers = filters.owners.filter((o) => o !== "").map((o) => wildcardMatcher(canonicalId(o)));
     let rows = await this.cache.list();
     if (nameMatchers.length > 0 || ownerMatchers.length > 0) {
       rows = rows.filter(

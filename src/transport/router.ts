@@ -144,7 +144,7 @@ export class Router {
       } else if (scope !== "authenticated" && !hasScope(principal, scope)) {
         throw permissionDenied(`this API key lacks the "${scope}" scope`, "MISSING_SCOPE");
       }
-      if (own && method.responseStream) cleanups!.push(this.endWhenKeyEnds(principal, call.credential, own));
+      if (own && method.responseStream) cleanups!.push(this.endWhenKeyEnds(principal, call.credential, own), this.endOnClose(own));
       ctx = new RoutedCallContext(this, path, requestId, principal, this.logger, headers, call, own);
       const response = await body(request, ctx, headers);
       if (deadlinePassed(own, call)) throw new RpcError(Code.DEADLINE_EXCEEDED, "deadline exceeded");
@@ -163,9 +163,22 @@ export class Router {
     }
   }
 
-  /** Begins a shutdown for the calls that wait (see CallContext.lasting); the transports drain the rest. */
+  /**
+   * Begins a shutdown for the calls that never finish on their own: streams end UNAVAILABLE, which
+   * tells their clients to reconnect elsewhere and resume, and blocking queries answer (see
+   * CallContext.lasting). The transports drain the rest.
+   */
   close(): void {
-    this.closing.abort(new RpcError(Code.UNAVAILABLE, "the server is shutting down"));
+    this.closing.abort(new RpcError(Code.UNAVAILABLE, "the server is shutting down; reconnect and resume from the last revision"));
+  }
+
+  /** Ends `controller` when a shutdown begins (at once if one has); returns the function that stops watching. */
+  private endOnClose(controller: AbortController): () => void {
+    const closing = this.closing.signal;
+    const onClosing = () => controller.abort(closing.reason);
+    if (closing.aborted) onClosing();
+    else closing.addEventListener("abort", onClosing, { once: true });
+    return () => closing.removeEventListener("abort", onClosing);
   }
 
   /**
@@ -176,18 +189,16 @@ export class Router {
   lasting(base: AbortSignal, principal: Principal, credential: Credential | undefined): { signal: AbortSignal; stop: () => void } {
     const controller = new AbortController();
     const onBase = () => controller.abort(base.reason);
-    const onClosing = () => controller.abort(this.closing.signal.reason);
-    base.addEventListener("abort", onBase, { once: true });
-    this.closing.signal.addEventListener("abort", onClosing, { once: true });
-    // A query that arrives while the server drains answers at once, as one waiting then did.
     if (base.aborted) onBase();
-    else if (this.closing.signal.aborted) onClosing();
+    else base.addEventListener("abort", onBase, { once: true });
+    // A query that arrives while the server drains answers at once, as one waiting then did.
+    const stopClose = this.endOnClose(controller);
     const stopKey = this.endWhenKeyEnds(principal, credential, controller);
     return {
       signal: controller.signal,
       stop: () => {
         base.removeEventListener("abort", onBase);
-        this.closing.signal.removeEventListener("abort", onClosing);
+        stopClose();
         stopKey();
       },
     };

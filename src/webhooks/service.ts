@@ -91,10 +91,8 @@ export class WebhookService {
     const signatureScheme = request.signatureScheme === undefined ? undefined : checkScheme(violations, request.signatureScheme);
     const retrySchedule = request.retrySchedule === undefined ? undefined : checkRetrySchedule(violations, request.retrySchedule);
     // Kind and scheme checks depend on the stored webhook: load it first so one error names every bad field.
-    if (request.webhookId === "") {
-      checkWebhookId(violations, request.webhookId);
-      violations.throwIfAny();
-    }
+    checkWebhookId(violations, request.webhookId);
+    if (request.webhookId === "") violations.throwIfAny();
     const current = await this.get(principal, request.webhookId);
     const format = kindChange(violations, current, request);
     checkSchemeSecret(violations, current, request);

@@ -4,7 +4,7 @@ import { ReflectionService } from "@grpc/reflection";
 import { HealthImplementation } from "grpc-health-check";
 import { Status } from "../../../gen/google/rpc/status.js";
 import { parseBearer } from "../../platform/auth.js";
-import { Code, internalError, RpcError } from "../../platform/errors.js";
+import { internalError, RpcError } from "../../platform/errors.js";
 import { requestIdOf, type IncomingCall } from "../call.js";
 import { toBinary } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
@@ -35,9 +35,6 @@ export async function startGrpcServer(router: Router, host: string, port: number
   // (health Watch, reflection), which would otherwise hold it for the whole grace period.
   let inFlight = 0;
   let drained: (() => void) | undefined;
-  // Our server streams end with UNAVAILABLE as soon as a shutdown begins: they never finish on their
-  // own, and the status tells their clients to reconnect elsewhere and resume.
-  const closing = new AbortController();
   /** The error a failed call ends with; the Router turns a handler's fault into an RpcError, anything else failed here, around it. */
   const failure = (method: RoutedMethod, error: unknown, requestId: string) => {
     if (!(error instanceof RpcError)) {
@@ -50,7 +47,7 @@ export async function startGrpcServer(router: Router, host: string, port: number
     if (!impl) byService.set(method.service.definition, (impl = {}));
     impl[method.key] = method.responseStream
       ? (call: grpc.ServerWritableStream<unknown, unknown>) => {
-          const { incoming, answered } = incomingCall(call, closing.signal);
+          const { incoming, answered } = incomingCall(call);
           const requestId = incoming.requestId;
           let headersSent = false;
           void (async () => {
@@ -119,7 +116,7 @@ export async function startGrpcServer(router: Router, host: string, port: number
           resolve();
         };
         const timer = setTimeout(finish, graceMs);
-        closing.abort(new RpcError(Code.UNAVAILABLE, "the server is shutting down; reconnect and resume from the last revision"));
+        // Our streams have ended already (the Router's close): only unary calls are waited for.
         server.tryShutdown(finish);
         // Once our calls are done, watchers get a moment to receive NOT_SERVING; then their streams end.
         const whenDrained = () => setTimeout(finish, STREAM_FLUSH_MS).unref();
@@ -158,16 +155,15 @@ function serviceName(methodPath: string): string {
 }
 
 /**
- * The call as the Router sees it; `closing` (for streams) aborts it when a shutdown begins. Its
- * signal, and the listener for the client's cancel behind it, are made on first use: most calls
+ * The call as the Router sees it. Its signal, and the listener for the client's cancel behind it, are made on first use: most calls
  * never wait, and an AbortController and an event listener per call showed in the profile. Call
  * `answered` once the answer is sent: grpc-js reports every finished call as cancelled when its
  * stream closes.
  */
-function incomingCall(
-  call: grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerWritableStream<unknown, unknown>,
-  closing?: AbortSignal,
-): { incoming: IncomingCall; answered: () => void } {
+function incomingCall(call: grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerWritableStream<unknown, unknown>): {
+  incoming: IncomingCall;
+  answered: () => void;
+} {
   let controller: AbortController | undefined;
   let signal: AbortSignal | undefined;
   const onCancelled = () => controller!.abort(new Error("cancelled by the client"));
@@ -182,7 +178,7 @@ function incomingCall(
         controller = new AbortController();
         if (call.cancelled) onCancelled();
         else call.once("cancelled", onCancelled);
-        signal = closing ? AbortSignal.any([controller.signal, closing]) : controller.signal;
+        signal = controller.signal;
       }
       return signal;
     },

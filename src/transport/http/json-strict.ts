@@ -38,7 +38,7 @@ function holdsChecked(desc: DescMessage): boolean {
 }
 
 function isChecked(field: DescField): boolean {
-  const message = field.fieldKind === "message" ? field.message : field.fieldKind !== "scalar" && field.fieldKind !== "enum" ? field.message : undefined;
+  const message = field.fieldKind === "scalar" || field.fieldKind === "enum" ? undefined : field.message;
   if (message) return CHECKED_TYPES.has(message.typeName) || (!message.typeName.startsWith("google.protobuf.") && holdsChecked(message));
   return field.scalar !== undefined && isNumeric(field.scalar);
 }
