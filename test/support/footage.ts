@@ -109,13 +109,18 @@ const HAND_DARK = [45, 75] as const;
 // shares of the frame (x of the wrist, y of the hand's top, its drop over the clip, the hand's width).
 // Its light is dimmed to the pan's, which is darker than the photo it comes from.
 const HAND = { enter: 0.2, from: 0.21, travel: 0.16, top: 0.37, drop: 0.03, width: 0.22, light: 0.8 };
+/** How the hand moves over a clip: its shares of the frame as in HAND (the others stay HAND's). */
+export type HandPath = Partial<Pick<typeof HAND, "enter" | "from" | "travel">>;
+/** A hand that creeps in from outside the frame's left edge, reaching the cheek where HAND begins at the clip's end. */
+export const CREEPING_HAND: HandPath = { enter: 0, from: -HAND.width, travel: HAND.from + HAND.width };
 
 /**
  * Composites a real, skin-coloured hand (cut out of a demo photo) crossing a face onto every frame of
  * `input`, and writes the result to `output` (H.264). Returns each frame's hand opacity, for judging
  * how much of the hand a render paints over.
  */
-export async function addHand(input: string, output: string, fps: number): Promise<OccluderMask[]> {
+export async function addHand(input: string, output: string, fps: number, path: HandPath = {}): Promise<OccluderMask[]> {
+  const motion = { ...HAND, ...path };
   const { frames } = await decodeFrames(input, { maxLongSide: 4096, maxFrames: 10_000 });
   const photo = (await decodeFrames(samplePhoto(2), { maxLongSide: 4096, maxFrames: 1 })).frames[0]!;
   const hand = cutOut(photo);
@@ -125,9 +130,9 @@ export async function addHand(input: string, output: string, fps: number): Promi
   for (const [f, frame] of frames.entries()) {
     const t = frames.length > 1 ? f / (frames.length - 1) : 0;
     const scale = (HAND.width * width) / hand.width;
-    const left = (HAND.from + t * HAND.travel) * width, top = (HAND.top + t * HAND.drop) * height;
+    const left = (motion.from + t * motion.travel) * width, top = (HAND.top + t * HAND.drop) * height;
     const mask = new Float32Array(width * height);
-    for (let y = 0; y < (t >= HAND.enter ? height : 0); y++) {
+    for (let y = 0; y < (t >= motion.enter ? height : 0); y++) {
       for (let x = 0; x < width; x++) {
         const hx = (x + 0.5 - left) / scale - 0.5, hy = (y + 0.5 - top) / scale - 0.5;
         if (hx < 0 || hy < 0 || hx > hand.width - 1 || hy > hand.height - 1) continue;

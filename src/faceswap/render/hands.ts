@@ -1,16 +1,18 @@
 import type { Config, Human } from "@vladmandic/human";
 import type { RgbImage } from "./images.js";
 import { pointBounds } from "./pixels.js";
+import { iou, SAME_FACE } from "./tracker.js";
 import { modelInput, type MeshFrame } from "./upright.js";
 
 /**
  * Finds hands in consecutive video frames of one render (one worker's share of them) with Human's hand
  * models (handtrack finds the boxes, handlandmark-lite the 21 keypoints in each). A search costs several
  * times the face detection of a frame, so it runs only on frames with a face: while no hand is seen,
- * when something moves around a face (see `moved`) and otherwise every HAND_INTERVAL-th such frame;
- * once one is, every frame, with the keypoints followed from the previous frame's hands (the landmark
- * model alone on boxes around them) and the boxes searched again on every HAND_REDETECT-th frame, so a
- * second hand is not missed for long. Each render has its own finder, and the hands it follows are its
+ * when something moves around a face (see `moved`), when a face's surroundings have changed since the
+ * last search (see drift) and otherwise every HAND_INTERVAL-th such frame; once one is, every frame,
+ * with the keypoints followed from the previous frame's hands (the landmark model alone on boxes
+ * around them) and the boxes searched again on every HAND_REDETECT-th frame, so a second hand is not
+ * missed for long. Each render has its own finder, and the hands it follows are its
  * own: Human keeps the hands it follows in one place per worker, which renders sharing a worker would
  * overwrite with each other's, so following runs the landmark model here instead.
  */
@@ -20,6 +22,10 @@ export class HandFinder {
   private hands: Float32Array[] = [];
   /** Luma of this finder's previous frame on a grid of every MOTION_GRID-th pixel. */
   private previous: Float32Array | undefined;
+  /** Each face's surroundings (see surroundings) on the frame of the last search. */
+  private searched: Array<{ box: readonly number[]; luma: Float32Array }> = [];
+  /** Searches run so far (the costly part: see HAND_INTERVAL). */
+  searches = 0;
 
   constructor(private readonly human: Human) {}
 
@@ -35,12 +41,17 @@ export class HandFinder {
     }
     this.sinceSearch++;
     // Motion near a face searches on that frame: a hand coming up to a face is painted over until it
-    // is found. Footage that moves around its faces all the time is searched on every frame.
+    // is found. Footage that moves around its faces all the time is searched on every frame. A hand
+    // too slow for that is found once the faces' surroundings have drifted from the last search's.
     const following = this.hands.length > 0;
-    const search = following ? this.sinceSearch >= HAND_REDETECT : this.sinceSearch >= HAND_INTERVAL || moved;
+    const search = following
+      ? this.sinceSearch >= HAND_REDETECT
+      : this.sinceSearch >= HAND_INTERVAL || moved || drift(this.searched, frame, boxes) > DRIFT_SHARE;
     if (!search && !following) return [];
     if (search) {
       this.sinceSearch = 0;
+      this.searches++;
+      this.searched = boxes.map((box) => ({ box, luma: surroundings(frame, box) }));
       // cacheSensitivity 0: Human searches afresh and follows nothing it holds from an earlier call.
       const config = {
         cacheSensitivity: 0,
@@ -127,6 +138,59 @@ export class HandFinder {
   }
 }
 
+/**
+ * The largest share of a face's surroundings (see surroundings) whose luma changed by more than
+ * MOTION_STEP since the last search, or 1 for a face the last search did not see. Taken about each
+ * face's box, the surroundings hold still while the camera pans or zooms with the faces, so a hand
+ * that creeps in adds up here where the motion between two frames (see `moved`) stays too small.
+ */
+function drift(searched: ReadonlyArray<{ box: readonly number[]; luma: Float32Array }>, frame: RgbImage, boxes: readonly (readonly number[])[]): number {
+  let largest = 0;
+  for (const box of boxes) {
+    let before: Float32Array | undefined, best = SAME_FACE;
+    for (const face of searched) {
+      const overlap = iou(face.box, box);
+      if (overlap >= best) [before, best] = [face.luma, overlap];
+    }
+    if (!before) return 1;
+    const now = surroundings(frame, box);
+    let changed = 0, cells = 0;
+    for (let i = 0; i < now.length; i++) {
+      if (Number.isNaN(now[i]!) || Number.isNaN(before[i]!)) continue;
+      cells++;
+      if (Math.abs(now[i]! - before[i]!) > MOTION_STEP) changed++;
+    }
+    if (cells > 0) largest = Math.max(largest, changed / cells);
+  }
+  return largest;
+}
+
+/**
+ * The mean luma of each of DRIFT_GRID x DRIFT_GRID cells over a face's box grown by half on every
+ * side (NaN for a cell outside the frame), every other pixel of a cell read: cells the size of a
+ * fraction of the face, so a box that jitters by a pixel or two moves them little.
+ */
+function surroundings({ pixels, width, height }: RgbImage, [bx, by, bw, bh]: readonly number[]): Float32Array {
+  const cells = new Float32Array(DRIFT_GRID * DRIFT_GRID);
+  const left = bx! - bw! / 2, top = by! - bh! / 2, cw = (2 * bw!) / DRIFT_GRID, ch = (2 * bh!) / DRIFT_GRID;
+  for (let gy = 0; gy < DRIFT_GRID; gy++) {
+    const y0 = Math.round(top + gy * ch), y1 = Math.max(y0 + 1, Math.round(top + (gy + 1) * ch));
+    for (let gx = 0; gx < DRIFT_GRID; gx++) {
+      const x0 = Math.round(left + gx * cw), x1 = Math.max(x0 + 1, Math.round(left + (gx + 1) * cw));
+      if (x0 < 0 || y0 < 0 || x1 > width || y1 > height) {
+        cells[gy * DRIFT_GRID + gx] = NaN;
+        continue;
+      }
+      let sum = 0, n = 0;
+      for (let y = y0; y < y1; y += 2) {
+        for (let x = x0, p = (y * width + x0) * 3; x < x1; x += 2, p += 6, n++) sum += 0.299 * pixels[p]! + 0.587 * pixels[p + 1]! + 0.114 * pixels[p + 2]!;
+      }
+      cells[gy * DRIFT_GRID + gx] = sum / n;
+    }
+  }
+  return cells;
+}
+
 /** The grid indices from the first whose pixel lies at or past `from` to the first at or past `to`, within `count`. */
 function gridSpan(from: number, to: number, count: number): [number, number] {
   const first = Math.min(count, Math.max(0, Math.ceil(from / MOTION_GRID)));
@@ -134,18 +198,26 @@ function gridSpan(from: number, to: number, count: number): [number, number] {
 }
 
 /**
- * Frames with a face between searches for hands while none is seen and nothing moves near a face (a
- * worker sees every Nth frame of a video: with two workers, 24 is about two seconds at 25 fps); the
- * motion near a face finds a hand coming in. A search took 70-250 ms of one core on a loaded machine,
- * the faces of a frame with three 20: searching every third frame took the 576 px render from 47 to
- * 15 fps there, every twelfth added 11-13 ms of CPU to each frame.
+ * Frames with a face between searches for hands while none is seen and neither the motion between two
+ * frames nor the drift of a face's surroundings calls for one (a worker sees every Nth frame of a
+ * video: with two workers, 96 is about eight seconds at 25 fps). A search took 70-250 ms of one core on
+ * a loaded machine (230-500 ms with both workers busy), the faces of a frame with three 20: searching
+ * every third frame took the 576 px render from 47 to 15 fps there, and every 24th, before the drift
+ * was watched, cost 11 ms of CPU a frame. Unchanged pixels would answer a search as the last one did;
+ * this bounds how long a change too small for either measure goes unlooked at.
  */
-const HAND_INTERVAL = 24;
+const HAND_INTERVAL = 96;
 // Around the faces of the panned and zoomed three-person clip 0.02-0.03 of the grid changes by more
 // than 24 between a worker's frames, at 576 and 1080 px; with a hand moving past a face, 0.15.
 const MOTION_GRID = 4;
 const MOTION_STEP = 24;
 const MOTION_SHARE = 0.06;
+// Against the last search, 0.06 of the cells about a face changed by more than MOTION_STEP when a hand
+// creeping in at 31 px/s (too slow for MOTION_SHARE) first covered 1 % of the face's box, 0.1 at 6 %;
+// about the faces of two panned and zoomed clips and of a still one with sensor noise, at most 0.016
+// over 4 s.
+const DRIFT_GRID = 16;
+const DRIFT_SHARE = 0.06;
 /** Frames between searches for new hands while following one. */
 const HAND_REDETECT = 6;
 /** Hands searched for. */
