@@ -302,6 +302,9 @@ describe("bootstrap", () => {
     expect(logged[0]!.key).toBeUndefined();
     expect(JSON.stringify(t.logs)).not.toContain(ADMIN_TOKEN);
     await t.admin.admin.listAccounts({ limit: 1 });
+    // Lists show a quarter of a token the operator chose: 12 characters of a 16-character one left 4 to guess.
+    const listed = (await t.admin.admin.listApiKeys({ accountId: logged[0]!.account_id as string })).apiKeys[0]!;
+    expect(listed.prefix).toBe(ADMIN_TOKEN.slice(0, Math.floor(ADMIN_TOKEN.length / 4)));
   });
 
   it("generates and logs one admin key on an empty database without ADMIN_TOKEN, and only once", async () => {

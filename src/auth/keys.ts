@@ -15,7 +15,16 @@ export function hashApiKey(key: string): string {
   return hash("sha256", key, "hex");
 }
 
-/** What lists show of a key: enough to recognise it, too little to use it. */
+/** A generated key's length: its prefix and 43 base64url characters. */
+const GENERATED_LENGTH = KEY_PREFIX.length + 43;
+
+/**
+ * What lists show of a key: enough to recognise it, too little to use it. A generated key shows its
+ * prefix and 8 of its 43 random characters; a key made from ADMIN_TOKEN (16 characters or more, as
+ * random as the operator made them) a quarter of it at most, since 12 of 16 characters would leave 4
+ * to guess.
+ */
 export function keyPrefix(key: string): string {
-  return key.slice(0, 12);
+  const generated = key.startsWith(KEY_PREFIX) && key.length === GENERATED_LENGTH;
+  return key.slice(0, generated ? 12 : Math.min(12, Math.floor(key.length / 4)));
 }
