@@ -5,7 +5,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { crop, decodeFrames, encodePng, grow, type RgbImage } from "../src/faceswap/render/images.js";
 import { createFaceSwapEngine, type RendererOptions } from "../src/faceswap/render/index.js";
-import type { FaceData } from "../src/faceswap/render/protocol.js";
+import { RENDER_ENDED, type FaceData } from "../src/faceswap/render/protocol.js";
 import { analyseImage } from "../src/faceswap/render/sources.js";
 import { SwapStage } from "../src/faceswap/render/swap-stage.js";
 import { reshape, samePitch, STYLES } from "../src/faceswap/render/swap.js";
@@ -432,6 +432,26 @@ describe("face swap", () => {
     await expect(rendering).rejects.toMatchObject({ name: "AbortError" });
     expect(abortedAt).toBeGreaterThan(0);
     expect(performance.now() - abortedAt).toBeLessThan(1000);
+  });
+
+  it("drops a render's frames still queued on a worker when its end arrives, and works on the next render's", async () => {
+    const { frames } = await decodeFrames(clip, { maxLongSide: 480, maxFrames: 6 });
+    const detect = (job: number, frame: RgbImage, index: number) => {
+      const pixels = Uint8Array.from(frame.pixels).buffer;
+      return judge.call<FaceData[] | null>(0, { type: "detect", job, frame: index, pixels, width: frame.width, height: frame.height, mesh: true, eyes: false }, [pixels]);
+    };
+    // A cancelled render's frames, sent ahead of its end as a render sends them.
+    const queued = Promise.allSettled(frames.map((frame, k) => detect(90_001, frame, k)));
+    await judge.call(0, { type: "end", job: 90_001 });
+    const outcomes = await queued;
+    const dropped = outcomes.filter((o) => o.status === "rejected" && (o.reason as Error).message === RENDER_ENDED);
+    // The end arrives while the first frame may already be in hand; every other one is dropped.
+    expect(dropped.length).toBeGreaterThanOrEqual(frames.length - 1);
+    expect(outcomes.filter((o) => o.status === "rejected").length).toBe(dropped.length);
+
+    const next = await detect(90_002, frames[0]!, 0);
+    expect(next).toHaveLength(3);
+    await judge.call(0, { type: "end", job: 90_002 });
   });
 });
 

@@ -67,8 +67,15 @@ export type WorkerRequest =
   | { type: "analyse"; id: number; pixels: ArrayBuffer; width: number; height: number; minConfidence: number; upright: boolean; eyes: boolean; describe: boolean }
   | { type: "similarities"; id: number; embedding: number[]; candidates: number[][] }
   | { type: "sources"; id: number; job: number; sources: SourceFace[] }
-  /** Drops what the worker holds for a job (frames of a cancelled render, its sources); answered with its StageTimes. */
+  /**
+   * Drops what the worker holds for a job (frames of a cancelled render, its sources); answered with
+   * its StageTimes once the request in hand is done. Its requests still queued are answered at once
+   * with the error RENDER_ENDED: once a render ends, none of its frames are wanted.
+   */
   | { type: "end"; id: number; job: number };
+
+/** The error of a render's request that its end overtook (see `end`). */
+export const RENDER_ENDED = "the render ended before this request was reached";
 
 export type WorkerReply =
   | { type: "ready" }

@@ -5,7 +5,7 @@ import { FaceFollower } from "./face-follower.js";
 import { HandFinder } from "./hands.js";
 import { detectAfresh, loadHuman } from "./human.js";
 import { crop, grow } from "./images.js";
-import { noStageTimes, type FaceData, type StageTimes, type WorkerReply, type WorkerRequest } from "./protocol.js";
+import { noStageTimes, RENDER_ENDED, type FaceData, type StageTimes, type WorkerReply, type WorkerRequest } from "./protocol.js";
 import { mirrorPoints } from "./mirror.js";
 import { movedFace } from "./sources.js";
 import { swapFace, type SourceFace } from "./swap.js";
@@ -31,6 +31,11 @@ const held = new Map<string, { pixels: Uint8Array; width: number; height: number
 const sources = new Map<number, SourceFace[]>();
 /** Each render's time on this worker, by part. */
 const stageTimes = new Map<number, StageTimes>();
+/**
+ * Renders whose end has been asked for: a cancelled or failed render's frames still queued here are
+ * answered at once, undone, so the next render does not wait for frames nobody will write.
+ */
+const ending = new Set<number>();
 
 /** `work`, its time added to `stage` of render `job`. */
 async function timed<T>(job: number, stage: keyof StageTimes, work: () => Promise<T>): Promise<T> {
@@ -98,6 +103,9 @@ function heldFrame(job: number, frame: number) {
 }
 
 async function handle(request: WorkerRequest): Promise<{ value: unknown; transfer?: ArrayBuffer[] }> {
+  if ((request.type === "detect" || request.type === "describe" || request.type === "finish") && ending.has(request.job)) {
+    throw new Error(RENDER_ENDED);
+  }
   switch (request.type) {
     case "detect": {
       const pixels = new Uint8Array(request.pixels);
@@ -152,6 +160,7 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
       sources.set(request.job, request.sources);
       return { value: null };
     case "end": {
+      ending.delete(request.job);
       const times = stageTimes.get(request.job) ?? noStageTimes();
       stageTimes.delete(request.job);
       sources.delete(request.job);
@@ -163,10 +172,16 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
   }
 }
 
-// One request at a time: a Human instance keeps per-call state (the config each call merges into its own).
+/** Resolves after the messages waiting on the port have been taken in (see `end`). */
+const messagesTaken = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+// One request at a time: a Human instance keeps per-call state (the config each call merges into its
+// own). Between two, the port's waiting messages are taken in: requests run on from one to the next
+// without the event loop's turn, so a render's end sent meanwhile was read only after all of its frames.
 let queue: Promise<void> = Promise.resolve();
 port.on("message", (request: WorkerRequest) => {
-  queue = queue.then(() => handle(request)).then(
+  if (request.type === "end") ending.add(request.job);
+  queue = queue.then(messagesTaken).then(() => handle(request)).then(
     ({ value, transfer }) => port.postMessage({ type: "result", id: request.id, value } satisfies WorkerReply, transfer ?? []),
     (error: unknown) =>
       port.postMessage({ type: "error", id: request.id, message: error instanceof Error ? error.message : String(error) } satisfies WorkerReply),
