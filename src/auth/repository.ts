@@ -68,6 +68,10 @@ export async function findApiKeyByHash(db: Db, keyHash: string): Promise<ApiKeyV
     .executeTakeFirst();
 }
 
+export async function setApiKeyPrefix(db: Db, id: string, prefix: string): Promise<void> {
+  await db.updateTable("api_keys").set({ prefix }).where("id", "=", id).execute();
+}
+
 export async function listApiKeys(db: Db, accountId: string | undefined): Promise<ApiKeyRow[]> {
   let query = db.selectFrom("api_keys").selectAll().orderBy("created_at", "desc").orderBy("id");
   if (accountId !== undefined) query = query.where("account_id", "=", accountId);

@@ -103,7 +103,10 @@ export class AuthService {
       await sql`select pg_advisory_xact_lock(hashtext('atrium.bootstrap_admin'))`.execute(tx);
       const key = adminToken ?? generateApiKey();
       if (adminToken) {
-        if (await repo.findApiKeyByHash(tx, hashApiKey(adminToken))) return;
+        const existing = await repo.findApiKeyByHash(tx, hashApiKey(adminToken));
+        // A key made before lists showed less of a token the operator chose is listed as it is now.
+        if (existing && existing.prefix !== keyPrefix(adminToken)) await repo.setApiKeyPrefix(tx, existing.id, keyPrefix(adminToken));
+        if (existing) return;
       } else if ((await repo.countApiKeys(tx)) > 0) {
         return;
       }
