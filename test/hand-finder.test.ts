@@ -50,24 +50,43 @@ function covered(mask: OccluderMask, width: number, [x, y, w, h]: readonly numbe
   return n / (w! * h!);
 }
 
+/** The share of a hand's keypoints (x, y pairs) inside the extent of the hand's `mask` (opacity over a half), grown by 8 px. */
+function onMask(mask: OccluderMask, width: number, keypoints: Float32Array): number {
+  let [minX, minY, maxX, maxY] = [Infinity, Infinity, -Infinity, -Infinity];
+  for (let i = 0; i < mask.length; i++) {
+    if (mask[i]! <= 0.5) continue;
+    const x = i % width, y = Math.floor(i / width);
+    [minX, minY, maxX, maxY] = [Math.min(minX, x), Math.min(minY, y), Math.max(maxX, x), Math.max(maxY, y)];
+  }
+  let inside = 0;
+  for (let k = 0; k < keypoints.length; k += 2) {
+    const [x, y] = [keypoints[k]!, keypoints[k + 1]!];
+    if (x >= minX - 8 && x <= maxX + 8 && y >= minY - 8 && y <= maxY + 8) inside++;
+  }
+  return inside / (keypoints.length / 2);
+}
+
 describe("HandFinder", () => {
   it("finds a hand that creeps up to a face too slowly for the motion between frames, before it covers much of the face", async () => {
     const base = await makeClip(path.join(dir, "people.mp4"), { seconds: 8, fps: 25, width: 576 });
     const clip = path.join(dir, "creeping-hand.mp4");
     const masks = await addHand(base, clip, 25, CREEPING_HAND);
     const { frames } = await decodeFrames(clip, { maxLongSide: 576, maxFrames: 200 });
-    let found: { k: number; cover: number } | undefined;
+    let found: { k: number; cover: number; onHand: number } | undefined;
     let mostCovered = 0;
     await findHands(frames, (k, hands, boxes) => {
       const cover = Math.max(0, ...boxes.map((box) => covered(masks[k]!, frames[k]!.width, box)));
       mostCovered = Math.max(mostCovered, cover);
-      if (hands.length > 0) found ??= { k, cover };
+      if (hands.length > 0) found ??= { k, cover, onHand: onMask(masks[k]!, frames[k]!.width, hands[0]!) };
+      
     });
     // The hand ends over a fifth of the face: it must be found long before.
     expect(mostCovered).toBeGreaterThan(0.2);
     expect(found, "the hand was never found").toBeDefined();
-    // Found at 1 % of the face's box; with no eye on the drift (searching on motion and every 96th
-    // frame of the share), at 11 %.
+    // What was found is the hand: its keypoints lie in the hand's extent.
+    expect(found!.onHand).toBeGreaterThan(0.8);
+    // Found just before it reached the face's box; with no eye on the drift (searching on motion and
+    // every 96th frame of the share), once it covered 11 % of it.
     expect(found!.cover).toBeLessThan(0.04);
   }, 180_000);
 

@@ -119,8 +119,8 @@ export const CREEPING_HAND: HandPath = { enter: 0, from: -HAND.width, travel: HA
  * `input`, and writes the result to `output` (H.264). Returns each frame's hand opacity, for judging
  * how much of the hand a render paints over.
  */
-export async function addHand(input: string, output: string, fps: number, path: HandPath = {}): Promise<OccluderMask[]> {
-  const motion = { ...HAND, ...path };
+export async function addHand(input: string, output: string, fps: number, handPath: HandPath = {}): Promise<OccluderMask[]> {
+  const motion = { ...HAND, ...handPath };
   const { frames } = await decodeFrames(input, { maxLongSide: 4096, maxFrames: 10_000 });
   const photo = (await decodeFrames(samplePhoto(2), { maxLongSide: 4096, maxFrames: 1 })).frames[0]!;
   const hand = cutOut(photo);

@@ -9,7 +9,7 @@ import { modelInput, type MeshFrame } from "./upright.js";
  * models (handtrack finds the boxes, handlandmark-lite the 21 keypoints in each). A search costs several
  * times the face detection of a frame, so it runs only on frames with a face: while no hand is seen,
  * when something moves around a face (see `moved`), when a face's surroundings have changed since the
- * last search (see drift) and otherwise every HAND_INTERVAL-th such frame; once one is, every frame,
+ * last search (see `drift`) and otherwise every HAND_INTERVAL-th such frame; once one is, every frame,
  * with the keypoints followed from the previous frame's hands (the landmark model alone on boxes
  * around them) and the boxes searched again on every HAND_REDETECT-th frame, so a second hand is not
  * missed for long. Each render has its own finder, and the hands it follows are its
@@ -141,12 +141,14 @@ export class HandFinder {
 /**
  * The largest share of a face's surroundings (see surroundings) whose luma changed by more than
  * MOTION_STEP since the last search, or 1 for a face the last search did not see. Taken about each
- * face's box, the surroundings hold still while the camera pans or zooms with the faces, so a hand
+ * face's box, the surroundings hold still while the camera pans or zooms with the face, so a hand
  * that creeps in adds up here where the motion between two frames (see `moved`) stays too small.
  */
 function drift(searched: ReadonlyArray<{ box: readonly number[]; luma: Float32Array }>, frame: RgbImage, boxes: readonly (readonly number[])[]): number {
   let largest = 0;
   for (const box of boxes) {
+    // A box clamped to nothing at the frame's edge matches no box, itself included.
+    if (!(box[2]! > 0 && box[3]! > 0)) continue;
     let before: Float32Array | undefined, best = SAME_FACE;
     for (const face of searched) {
       const overlap = iou(face.box, box);
@@ -167,20 +169,20 @@ function drift(searched: ReadonlyArray<{ box: readonly number[]; luma: Float32Ar
 
 /**
  * The mean luma of each of DRIFT_GRID x DRIFT_GRID cells over a face's box grown by half on every
- * side (NaN for a cell outside the frame), every other pixel of a cell read: cells the size of a
- * fraction of the face, so a box that jitters by a pixel or two moves them little.
+ * side, every other pixel of a cell read: cells a fraction of the face in size, so a box that jitters
+ * by a pixel or two moves them little. The cells over the box itself are left out (NaN), as are cells
+ * outside the frame: a face talks, blinks and turns, while a hand reaches it across its surroundings.
  */
 function surroundings({ pixels, width, height }: RgbImage, [bx, by, bw, bh]: readonly number[]): Float32Array {
-  const cells = new Float32Array(DRIFT_GRID * DRIFT_GRID);
+  const cells = new Float32Array(DRIFT_GRID * DRIFT_GRID).fill(NaN);
   const left = bx! - bw! / 2, top = by! - bh! / 2, cw = (2 * bw!) / DRIFT_GRID, ch = (2 * bh!) / DRIFT_GRID;
+  const [inner, outer] = [DRIFT_GRID / 4, (3 * DRIFT_GRID) / 4];
   for (let gy = 0; gy < DRIFT_GRID; gy++) {
     const y0 = Math.round(top + gy * ch), y1 = Math.max(y0 + 1, Math.round(top + (gy + 1) * ch));
+    if (y0 < 0 || y1 > height) continue;
     for (let gx = 0; gx < DRIFT_GRID; gx++) {
       const x0 = Math.round(left + gx * cw), x1 = Math.max(x0 + 1, Math.round(left + (gx + 1) * cw));
-      if (x0 < 0 || y0 < 0 || x1 > width || y1 > height) {
-        cells[gy * DRIFT_GRID + gx] = NaN;
-        continue;
-      }
+      if (x0 < 0 || x1 > width || (gx >= inner && gx < outer && gy >= inner && gy < outer)) continue;
       let sum = 0, n = 0;
       for (let y = y0; y < y1; y += 2) {
         for (let x = x0, p = (y * width + x0) * 3; x < x1; x += 2, p += 6, n++) sum += 0.299 * pixels[p]! + 0.587 * pixels[p + 1]! + 0.114 * pixels[p + 2]!;
@@ -213,9 +215,9 @@ const MOTION_GRID = 4;
 const MOTION_STEP = 24;
 const MOTION_SHARE = 0.06;
 // Against the last search, 0.06 of the cells about a face changed by more than MOTION_STEP when a hand
-// creeping in at 31 px/s (too slow for MOTION_SHARE) first covered 1 % of the face's box, 0.1 at 6 %;
-// about the faces of two panned and zoomed clips and of a still one with sensor noise, at most 0.016
-// over 4 s.
+// creeping in at 31 px/s (too slow for MOTION_SHARE) was about to reach the face's box, 0.1 once it
+// covered 3 % of it; about the faces of two panned and zoomed clips and of a still one with sensor
+// noise, at most 0.021 over 4 s. Footage whose background moves behind a face is searched more often.
 const DRIFT_GRID = 16;
 const DRIFT_SHARE = 0.06;
 /** Frames between searches for new hands while following one. */
