@@ -69,8 +69,8 @@ export type WorkerRequest =
   | { type: "sources"; id: number; job: number; sources: SourceFace[] }
   /**
    * Drops what the worker holds for a job (frames of a cancelled render, its sources); answered with
-   * its StageTimes once the request in hand is done. Its requests still queued are answered at once
-   * with the error RENDER_ENDED: once a render ends, none of its frames are wanted.
+   * its StageTimes after the requests queued ahead of it. Of those, the job's own are answered with
+   * the error RENDER_ENDED without being run: once a render ends, none of its frames are wanted.
    */
   | { type: "end"; id: number; job: number };
 
