@@ -6,7 +6,7 @@ import { Code } from "../src/client/index.js";
 import { Metrics } from "../src/platform/metrics.js";
 import { createAccountWithKey } from "./support/accounts.js";
 import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/app.js";
-import { createTestDatabase } from "./support/database.js";
+import { createTestDatabase, query } from "./support/database.js";
 import { failure } from "./support/expect.js";
 import { api, expectOk, fundedAccount, uploadFile } from "./support/faceswap.js";
 import { makePatternClip, samplePhoto } from "./support/footage.js";
@@ -113,6 +113,27 @@ describe("GET /metrics", () => {
     expect(response.headers.get("content-type")).toBe("text/plain; version=0.0.4; charset=utf-8");
     return parse(await response.text());
   };
+
+  it("counts and logs a call whose answer cannot be encoded as INTERNAL, as its caller is answered, not OK", async () => {
+    // A timestamp past 9999 has no JSON form. Input refuses one now; a row written before could hold it.
+    const { accountId } = await createAccountWithKey(t, ["faceswap"]);
+    await query(t.config.databaseUrl!, "update api_keys set expires_at = '10000-01-02T00:00:00Z' where account_id = $1", [accountId]);
+    const before = await scrape();
+    const answer = await t.http("GET", `/v1/admin/keys?account_id=${accountId}`, { token: ADMIN_TOKEN });
+    const after = await scrape();
+
+    expect(answer.status).toBe(500);
+    const requestId = answer.headers.get("x-request-id");
+    expect(JSON.stringify(answer.body)).toContain(requestId);
+    expect(moved(before, after, "atrium_rpc_requests_total")).toEqual({
+      [JSON.stringify({ method: "/auth.v1.AdminService/ListApiKeys", code: "INTERNAL", transport: "http" })]: 1,
+    });
+    const logged = t.logs.filter((line) => line.request_id === requestId);
+    expect(logged.find((line) => line.event === "rpc")).toMatchObject({ code: "INTERNAL", transport: "http" });
+    expect(logged.some((line) => line.event === "rpc_internal_error")).toBe(true);
+    // Over gRPC the same keys have an answer: a Timestamp's seconds reach far past 9999.
+    expect((await t.admin.admin.listApiKeys({ accountId })).apiKeys).toHaveLength(1);
+  });
 
   it("counts every gRPC and HTTP call once, by method, code and transport", async () => {
     const before = await scrape();

@@ -22,8 +22,12 @@ export interface RoutedMethod {
   responseStream: boolean;
   /** The response's protobuf bytes (encoded once for a reused response, see reusedResponse). */
   serialize(response: unknown): Buffer;
-  /** Decodes and checks the request's protobuf bytes (see decodeRequest), then calls the handler. */
-  invoke(request: Uint8Array, call: IncomingCall): Promise<CallResult<unknown>>;
+  /**
+   * Decodes and checks the request's protobuf bytes (see decodeRequest), calls the handler, and
+   * `encode`s its response as the transport sends it: inside the call, so a response that cannot be
+   * encoded ends it INTERNAL, logged and counted so, not OK.
+   */
+  invoke<T>(request: Uint8Array, call: IncomingCall, encode: (response: unknown) => T): Promise<CallResult<T>>;
   /** As invoke, for a server-streaming method: `send` gets each response with the response headers. */
   stream(request: Uint8Array, call: IncomingCall, send: (response: unknown, headers: Record<string, string>) => Promise<void>): Promise<void>;
 }
@@ -90,10 +94,12 @@ export class Router {
           service,
           responseStream: definition.responseStream,
           serialize: (response) => encodedOnce(response, definition.responseSerialize),
-          invoke: (request, call) => this.run(method, scope, request, call, unary),
+          invoke: (request, call, encode) => this.run(method, scope, request, call, unary, encode),
           stream: async (request, call, send) => {
-            await this.run(method, scope, request, call, (decoded, ctx, headers) =>
-              handler(decoded, ctx, (response) => send(response, headers)),
+            await this.run(
+              method, scope, request, call,
+              (decoded, ctx, headers) => handler(decoded, ctx, (response) => send(response, headers)),
+              () => undefined,
             );
           },
         };
@@ -104,14 +110,15 @@ export class Router {
     }
   }
 
-  /** Runs `body` inside the chain; returns what it returned, with the response headers. */
-  private async run(
+  /** Runs `body` inside the chain; returns what it returned, `encode`d, with the response headers. */
+  private async run<T>(
     method: RoutedMethod,
     scope: RequiredScope,
     bytes: Uint8Array,
     call: IncomingCall,
     body: (request: unknown, ctx: CallContext, headers: Record<string, string>) => Promise<unknown>,
-  ): Promise<CallResult<unknown>> {
+    encode: (response: unknown) => T,
+  ): Promise<CallResult<T>> {
     const { path, service } = method;
     const started = performance.now();
     const { requestId } = call;
@@ -146,7 +153,7 @@ export class Router {
       }
       if (own && method.responseStream) cleanups!.push(this.endWhenKeyEnds(principal, call.credential, own), this.endOnClose(own));
       ctx = new RoutedCallContext(this, path, requestId, principal, this.logger, headers, call, own);
-      const response = await body(request, ctx, headers);
+      const response = encode(await body(request, ctx, headers));
       if (deadlinePassed(own, call)) throw new RpcError(Code.DEADLINE_EXCEEDED, "deadline exceeded");
       this.record(method, call, requestId, principal, Code.OK, started);
       return { response, headers };

@@ -66,7 +66,7 @@ export async function startGrpcServer(router: Router, host: string, port: number
           inFlight++;
           void (async () => {
             try {
-              const { response, headers } = await method.invoke(call.request as Buffer, incoming);
+              const { response, headers } = await method.invoke(call.request as Buffer, incoming, method.serialize);
               call.sendMetadata(toMetadata(headers));
               callback(null, response);
             } catch (error) {
@@ -140,12 +140,16 @@ function logGrpcJsThrough(logger: Logger): void {
   grpc.setLogger({ error: write("error"), info: write("info"), debug: write("debug") });
 }
 
-/** Requests reach the Router as bytes; responses are encoded by the Router's methods. */
+/**
+ * Requests reach the Router as bytes; responses are encoded by the Router's methods: a unary one's
+ * inside the call (see RoutedMethod.invoke), a stream's as each is written.
+ */
 function routedCodecs(definition: grpc.ServiceDefinition, router: Router): grpc.ServiceDefinition {
   return Object.fromEntries(
     Object.entries(definition).map(([key, method]) => {
       const routed = router.methods.get(method.path)!;
-      return [key, { ...method, requestDeserialize: (bytes: Buffer) => bytes, responseSerialize: (response: unknown) => routed.serialize(response) }];
+      const responseSerialize = routed.responseStream ? (response: unknown) => routed.serialize(response) : (bytes: Buffer) => bytes;
+      return [key, { ...method, requestDeserialize: (bytes: Buffer) => bytes, responseSerialize }];
     }),
   );
 }

@@ -54,9 +54,9 @@ export class Transcoder {
       checkCsrf(req, route, credential);
       const json = await bindRequest(req, url, route, variables);
       const request = encodeRequest(route, json);
-      const result = await route.method.invoke(request, incomingCall(res, credential, requestId));
+      const result = await route.method.invoke(request, incomingCall(res, credential, requestId), (response) => encodeResponse(route, response));
       Object.assign(headers, result.headers);
-      writeJson(res, 200, encodeResponse(route, result.response), headers);
+      writeJson(res, 200, result.response, headers);
     } catch (error) {
       if (error instanceof RpcError) {
         const tooLarge = error.reason === BODY_TOO_LARGE;
