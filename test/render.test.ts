@@ -396,7 +396,19 @@ describe("face swap", () => {
   it("refuses a face image without a face", async () => {
     const blank = path.join(dir, "blank.png");
     await fs.writeFile(blank, encodePng({ pixels: new Uint8Array(64 * 64 * 3).fill(200), width: 64, height: 64 }));
-    await expect(renderer.render(request({ face: blank }))).rejects.toMatchObject({ name: "RenderError", code: "no_face_in_source" });
+    // Named by the request's field: the file the renderer reads is a copy its owner never named.
+    await expect(renderer.render(request({ face: blank }))).rejects.toMatchObject({
+      name: "RenderError", code: "no_face_in_source", message: "no face found in assets.image_file_path",
+    });
+    const mappings = [{ originalFace: people[0]!.png, newFace: newFace }, { originalFace: people[1]!.png, newFace: blank }];
+    await expect(renderer.render(request({ mode: "individual-faces", face: undefined, mappings }))).rejects.toMatchObject({
+      code: "no_face_in_source", message: "no face found in assets.face_mappings[1].new_face",
+    });
+    const notPicture = path.join(dir, "not-a-picture.png");
+    await fs.writeFile(notPicture, "not a picture");
+    await expect(renderer.render(request({ mode: "individual-faces", face: undefined, mappings: [{ originalFace: notPicture, newFace }] }))).rejects.toMatchObject({
+      code: "no_face_in_source", message: expect.stringMatching(/^assets\.face_mappings\[0\]\.original_face is not a readable picture: /),
+    });
   });
 
   it("names the face image when both it and the video are unusable (the face is analysed while the video decodes)", async () => {

@@ -69,24 +69,33 @@ function addBorder(image: RgbImage, bx: number, by: number): RgbImage {
 
 /**
  * The largest face of an image file, with its embedding if `describe`; a picture without one fails
- * with `no_face_in_source`.
+ * with `no_face_in_source`, naming the request's `field` that gave it (the file is a copy the job
+ * owner never named).
  */
-async function largestFace(pool: WorkerPool, file: string, signal: AbortSignal, describe: boolean, worker: number): Promise<{ image: RgbImage; face: FaceData }> {
+async function largestFace(
+  pool: WorkerPool,
+  file: string,
+  field: string,
+  signal: AbortSignal,
+  describe: boolean,
+  worker: number,
+): Promise<{ image: RgbImage; face: FaceData }> {
   let image: RgbImage;
   try {
     image = (await decodeFrames(file, { maxLongSide: SOURCE_MAX_SIDE, maxFrames: 1, signal })).frames[0]!;
   } catch (error) {
     if (signal.aborted) throw error;
-    throw new RenderError("no_face_in_source", `face image is not a readable picture: ${(error as Error).message}`);
+    throw new RenderError("no_face_in_source", `${field} is not a readable picture: ${(error as Error).message}`);
   }
   const face = (await analyseImage(pool, image, { minConfidence: 0.3, worker, retryWithBorder: true, describe }))[0];
-  if (!face) throw new RenderError("no_face_in_source", `no face found in ${file.split("/").pop()}`);
+  if (!face) throw new RenderError("no_face_in_source", `no face found in ${field}`);
+  if (describe && !face.embedding) throw new RenderError("no_face_in_source", `no face to recognise in ${field}`);
   return { image, face };
 }
 
 /** A new face: drawn, never compared, so it needs no embedding. */
-async function sourceFace(pool: WorkerPool, file: string, signal: AbortSignal, worker: number): Promise<SourceFace> {
-  const { image, face } = await largestFace(pool, file, signal, false, worker);
+async function sourceFace(pool: WorkerPool, file: string, field: string, signal: AbortSignal, worker: number): Promise<SourceFace> {
+  const { image, face } = await largestFace(pool, file, field, signal, false, worker);
   const region = crop(image, grow(face.box, 0.2));
   return { pixels: region.pixels, width: region.width, height: region.height, mesh: shiftMesh(face.mesh, region.x, region.y) };
 }
@@ -98,18 +107,15 @@ async function sourceFace(pool: WorkerPool, file: string, signal: AbortSignal, w
 export async function loadJobFaces(pool: WorkerPool, request: RenderRequest): Promise<JobFaces> {
   if (request.mode === "all-faces") {
     if (!request.face) throw new RenderError("no_face_in_source", "all-faces needs a face image");
-    return { sources: [await sourceFace(pool, request.face, request.signal, 0)], originals: [] };
+    return { sources: [await sourceFace(pool, request.face, "assets.image_file_path", request.signal, 0)], originals: [] };
   }
   const { mappings, signal } = request;
+  const mapping = (i: number) => `assets.face_mappings[${i}]`;
   const [originals, sources] = await Promise.all([
     Promise.all(
-      mappings.map(async (mapping, i) => {
-        const { face } = await largestFace(pool, mapping.originalFace, signal, true, 2 * i + 1);
-        if (!face.embedding) throw new RenderError("no_face_in_source", `no face embedding for ${mapping.originalFace}`);
-        return face.embedding;
-      }),
+      mappings.map(async ({ originalFace }, i) => (await largestFace(pool, originalFace, `${mapping(i)}.original_face`, signal, true, 2 * i + 1)).face.embedding!),
     ),
-    Promise.all(mappings.map((mapping, i) => sourceFace(pool, mapping.newFace, signal, 2 * i))),
+    Promise.all(mappings.map(({ newFace }, i) => sourceFace(pool, newFace, `${mapping(i)}.new_face`, signal, 2 * i))),
   ]);
   return { sources, originals };
 }
