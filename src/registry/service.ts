@@ -49,14 +49,15 @@ export interface RegistryServiceOptions {
   instances: InstanceCache;
 }
 
-/**
- * Services and instances. Writes that change a namespace's counts notify the namespace cache on
- * every replica; heartbeats go through the batcher and notify only when health comes back.
- */
 /** The call a blocking query waits in: its signal for waiting (the transport's CallContext.lasting). */
 interface WaitingCall {
   lasting(): AbortSignal;
 }
+
+/**
+ * Services and instances. Writes that change a namespace's counts notify the namespace cache on
+ * every replica; heartbeats go through the batcher and notify only when health comes back.
+ */
 
 export class RegistryService {
   private readonly db: Db;

@@ -128,11 +128,7 @@ export class Router {
     const own = call.deadline !== undefined || method.responseStream ? new AbortController() : undefined;
     // Most calls have nothing to clean up: no array for them.
     let cleanups: (() => void)[] | undefined;
-    if (own) {
-      const onAbort = () => own.abort(call.signal.reason);
-      call.signal.addEventListener("abort", onAbort, { once: true });
-      cleanups = [() => call.signal.removeEventListener("abort", onAbort)];
-    }
+    if (own) cleanups = [abortWith(call.signal, own)];
     let principal: Principal | undefined;
     let ctx: RoutedCallContext | undefined;
     try {
@@ -181,11 +177,7 @@ export class Router {
 
   /** Ends `controller` when a shutdown begins (at once if one has); returns the function that stops watching. */
   private endOnClose(controller: AbortController): () => void {
-    const closing = this.closing.signal;
-    const onClosing = () => controller.abort(closing.reason);
-    if (closing.aborted) onClosing();
-    else closing.addEventListener("abort", onClosing, { once: true });
-    return () => closing.removeEventListener("abort", onClosing);
+    return abortWith(this.closing.signal, controller);
   }
 
   /**
@@ -195,16 +187,14 @@ export class Router {
    */
   lasting(base: AbortSignal, principal: Principal, credential: Credential | undefined): { signal: AbortSignal; stop: () => void } {
     const controller = new AbortController();
-    const onBase = () => controller.abort(base.reason);
-    if (base.aborted) onBase();
-    else base.addEventListener("abort", onBase, { once: true });
+    const stopBase = abortWith(base, controller);
     // A query that arrives while the server drains answers at once, as one waiting then did.
     const stopClose = this.endOnClose(controller);
     const stopKey = this.endWhenKeyEnds(principal, credential, controller);
     return {
       signal: controller.signal,
       stop: () => {
-        base.removeEventListener("abort", onBase);
+        stopBase();
         stopClose();
         stopKey();
       },
@@ -327,6 +317,14 @@ class RoutedCallContext implements CallContext {
   end(): void {
     this.lastingSignal?.stop();
   }
+}
+
+/** Aborts `target` with `source`'s reason when `source` aborts (at once if it has); returns the function that stops watching. */
+function abortWith(source: AbortSignal, target: AbortController): () => void {
+  const onAbort = () => target.abort(source.reason);
+  if (source.aborted) onAbort();
+  else source.addEventListener("abort", onAbort, { once: true });
+  return () => source.removeEventListener("abort", onAbort);
 }
 
 /** Node's timers take at most this many milliseconds; a later time is waited for in steps. */

@@ -159,10 +159,10 @@ function serviceName(methodPath: string): string {
 }
 
 /**
- * The call as the Router sees it. Its signal, and the listener for the client's cancel behind it, are made on first use: most calls
- * never wait, and an AbortController and an event listener per call showed in the profile. Call
- * `answered` once the answer is sent: grpc-js reports every finished call as cancelled when its
- * stream closes.
+ * The call as the Router sees it. Its signal, and the listener for the client's cancel behind it,
+ * are made on first use: most calls never wait, and an AbortController and an event listener per
+ * call showed in the profile. Call `answered` once the answer is sent: grpc-js reports every
+ * finished call as cancelled when its stream closes.
  */
 function incomingCall(call: grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerWritableStream<unknown, unknown>): {
   incoming: IncomingCall;
