@@ -115,6 +115,50 @@ describe("face follower", () => {
     expect(rolled).toBeGreaterThan(10);
   });
 
+  it("finds a face that comes into view at the next detection, and meshes the faces it follows once on a detection that finds no new one", { timeout: 60_000 }, async () => {
+    // A still camera: a pan moves the picture between a worker's frames almost as much as a new scene.
+    const clip = await makeClip(path.join(dir, "still.mp4"), { seconds: 1.2, fps: 25, width: 576, still: true });
+    const still = (await decodeFrames(clip, { maxLongSide: 576, maxFrames: 30 })).frames.filter((_, k) => k % 2 === 0);
+    const reference = await humanFaces(still[0]!);
+    expect(reference).toHaveLength(3);
+    // The first frames with one face painted over in its mean colour: it comes into view on the fifth,
+    // between detections.
+    const [x, y, w, h] = reference[0]!.box.map(Math.round) as [number, number, number, number];
+    const hidden = (image: RgbImage): RgbImage => {
+      const pixels = Uint8Array.from(image.pixels);
+      const mean = [0, 0, 0];
+      for (let row = y; row < y + h; row++) for (let col = x; col < x + w; col++) for (let c = 0; c < 3; c++) mean[c]! += pixels[(row * image.width + col) * 3 + c]! / (w * h);
+      for (let row = y; row < y + h; row++) for (let col = x; col < x + w; col++) for (let c = 0; c < 3; c++) pixels[(row * image.width + col) * 3 + c] = mean[c]!;
+      return { ...image, pixels };
+    };
+    const model = human.models.models.facemesh!;
+    const execute = model.execute.bind(model);
+    let meshCalls = 0;
+    model.execute = ((...args: Parameters<typeof execute>) => {
+      meshCalls++;
+      return execute(...args);
+    }) as typeof model.execute;
+    try {
+      const follower = new FaceFollower(human, mirror, 0.3);
+      const counts: number[] = [];
+      const calls: number[] = [];
+      for (const [k, image] of still.entries()) {
+        const before = meshCalls;
+        counts.push((await followed(follower, k < 4 ? hidden(image) : image)).length);
+        calls.push(meshCalls - before);
+      }
+      // A detection on every seventh frame (Human's skipFrames, 6): the first, the eighth, the fifteenth.
+      expect(counts.slice(0, 7), counts.join(" ")).toEqual([2, 2, 2, 2, 2, 2, 2]);
+      expect(counts.slice(7), counts.join(" ")).toEqual(Array(still.length - 7).fill(3));
+      // The fifteenth finds no face it does not follow: the three are meshed in one call, as between
+      // detections, not by Human one by one, then upright and then from their own crops.
+      expect(calls[14], calls.join(" ")).toBe(1);
+      expect(calls[7]!, calls.join(" ")).toBeGreaterThan(3);
+    } finally {
+      model.execute = execute;
+    }
+  });
+
   it("finds the faces of a new scene at once, rather than following the last scene's", { timeout: 60_000 }, async () => {
     const follower = new FaceFollower(human, mirror, 0.3);
     // Two frames of the first scene: the second follows the faces of the first, as frames between detections do.

@@ -33,8 +33,8 @@ async function findHands(frames: RgbImage[], each: (k: number, hands: Float32Arr
     let tensor: ReturnType<Human["tf"]["tensor3d"]> | undefined;
     const meshFrame = { ...frame, tensor: () => (tensor ??= human.tf.tensor3d(frame.pixels, [frame.height, frame.width, 3], "float32")) };
     try {
-      const faces = await follower.faces(meshFrame, (k / 2) % 2 === 0);
-      const boxes = faces?.map((face) => face.box) ?? follower.boxes;
+      await follower.faces(meshFrame, (k / 2) % 2 === 0);
+      const boxes = follower.extents;
       each(k, await finder.find(meshFrame, boxes), boxes);
     } finally {
       if (tensor) human.tf.dispose(tensor);

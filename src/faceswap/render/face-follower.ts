@@ -1,6 +1,7 @@
 import type { Human, Point } from "@vladmandic/human";
-import { detectAfresh } from "./human.js";
+import { detectAfresh, detectBoxes } from "./human.js";
 import { cropAround, meshedFromOwnCrops } from "./own-crop.js";
+import { iou, SAME_FACE } from "./tracker.js";
 import { meshCrops, roll, UPRIGHT_ROLL, UprightMesher, type MeshCrop, type MeshFrame } from "./upright.js";
 
 /**
@@ -18,7 +19,17 @@ export interface FollowedFace {
 interface Followed {
   /** The crop the next frame meshes the face from: about its last mesh, sized on the last detection's frame (see cropAround). */
   crop: MeshCrop;
+  /**
+   * The crop a detection's frame meshes it from when the detector finds no new face: about its last
+   * mesh and sized from it, or at `crop`'s size for a face its own crop did not show as one (see
+   * `ownSize`).
+   */
+  resized: MeshCrop;
+  /** Whether its crop is sized from its own mesh rather than from the detector's box. */
+  ownSize: boolean;
   box: [number, number, number, number];
+  /** The box of the crop its last mesh gives (see cropAround), sized afresh on every meshed frame. */
+  extent: [number, number, number, number];
   roll: number;
 }
 
@@ -37,7 +48,8 @@ const SCENE_STRIDE = 4;
  * what Human does between detections, except that Human sizes the crop from the detector's box rather
  * than the face's own mesh (see cropAround) and meshes each face by itself and unturned; a rolled face
  * then had to be meshed a second time, upright: two meshes of five were thrown away, and calls one face
- * at a time cost half as much again as one call for all.
+ * at a time cost half as much again as one call for all. A detection that finds only the faces
+ * followed already meshes them the same way (see followKnown).
  *
  * The state is the render's own, never the worker's: Human keeps one set of boxes for whatever it
  * looked at last, so renders sharing a worker, or an embedding asked for between two frames, could
@@ -69,14 +81,36 @@ export class FaceFollower {
   async faces(frame: MeshFrame, mesh = true): Promise<FollowedFace[] | null> {
     const newScene = this.changed(frame.pixels);
     if (!mesh && !newScene) return null;
-    if (this.followed.length === 0 || newScene || this.sinceDetection >= this.skipFrames) return this.detect(frame);
+    if (this.followed.length === 0 || newScene) return this.detect(frame);
+    if (this.sinceDetection >= this.skipFrames) return (await this.followKnown(frame)) ?? this.detect(frame);
     this.sinceDetection++;
     return this.follow(frame);
   }
 
-  /** The boxes of the faces as this share's last meshed frame had them. */
-  get boxes(): Array<[number, number, number, number]> {
-    return this.followed.map((face) => face.box);
+  /**
+   * The faces' extents on this share's last meshed frame (see Followed.extent): unlike the boxes
+   * reported, whose size holds from one detection to the next and then steps, they grow and shrink
+   * with the faces.
+   */
+  get extents(): Array<[number, number, number, number]> {
+    return this.followed.map((face) => face.extent);
+  }
+
+  /**
+   * On a detection's frame, the faces followed already, when the detector finds none besides them:
+   * each meshed from the crop its last mesh gives (see Followed.resized), all in one call, rather
+   * than by Human one at a time, again upright and again from their own crops, which cost more than
+   * the detector itself. A face the detector no longer finds is dropped, as a detection drops it.
+   * Undefined when it finds a face not followed: the frame is then detected afresh.
+   */
+  private async followKnown(frame: MeshFrame): Promise<FollowedFace[] | undefined> {
+    const boxes = await detectBoxes(this.human, frame.tensor(), this.minConfidence);
+    const same = (box: readonly number[], face: Followed) => iou(box, face.box) >= SAME_FACE;
+    const known = this.followed.filter((face) => boxes.some((box) => same(box, face)));
+    if (!boxes.every((box) => known.some((face) => same(box, face)))) return undefined;
+    this.sinceDetection = 0;
+    this.followed = known.map((face) => ({ ...face, crop: face.resized }));
+    return this.follow(frame);
   }
 
   private async detect(frame: MeshFrame): Promise<FollowedFace[]> {
@@ -95,7 +129,8 @@ export class FaceFollower {
       // that crop again and lose the face.
       if (!face.ownCrop) crop = { ...crop, width: meshed[i]!.boxRaw[2] * frame.width, height: meshed[i]!.boxRaw[3] * frame.height };
       const box = boxOf(crop, frame);
-      this.followed.push({ crop, box, roll: faceRoll });
+      const extent = boxOf(cropAround(mesh, faceRoll), frame);
+      this.followed.push({ crop, resized: crop, ownSize: face.ownCrop, box, extent, roll: faceRoll });
       // Human keeps a box scored exactly at the bound but reports only faces above it.
       if (face.score > this.minConfidence) found.push({ box, score: face.score, mesh });
     }
@@ -107,7 +142,7 @@ export class FaceFollower {
     const meshed = await meshCrops(this.human, frame, crops);
     const found: FollowedFace[] = [];
     const followed: Followed[] = [];
-    for (const [k, crop] of crops.entries()) {
+    for (const [k, { crop, ownSize }] of this.followed.entries()) {
       let { score, mesh: read } = meshed[k]!;
       let turned = crop.angle !== 0;
       if (turned && score < this.minConfidence) {
@@ -122,9 +157,10 @@ export class FaceFollower {
       // The size found on the detection's frame is kept, as Human keeps its own: the mesh's jitter
       // then moves the next crop but never scales it, and the meshes meet face-api's landmarks as
       // closely as with a crop sized afresh on every frame (the test clips' means within 0.002).
-      const next = { ...cropAround(mesh, faceRoll), width: crop.width, height: crop.height };
+      const own = cropAround(mesh, faceRoll);
+      const next = { ...own, width: crop.width, height: crop.height };
       const box = boxOf(next, frame);
-      followed.push({ crop: next, box, roll: faceRoll });
+      followed.push({ crop: next, resized: ownSize ? own : next, ownSize, box, extent: boxOf(own, frame), roll: faceRoll });
       // Human keeps a box scored exactly at the bound but reports only faces above it.
       if (score > this.minConfidence) found.push({ box, score, mesh });
     }

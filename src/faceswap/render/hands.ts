@@ -30,8 +30,9 @@ export class HandFinder {
   constructor(private readonly human: Human) {}
 
   /**
-   * The keypoints (x, y pairs in frame pixels) of each hand in `frame`, whose faces have `boxes`
-   * ([x, y, width, height]).
+   * The keypoints (x, y pairs in frame pixels) of each hand in `frame`, whose faces lie in `boxes`
+   * ([x, y, width, height]): boxes that grow and shrink with the faces (see FaceFollower.extents),
+   * or the drift of their surroundings steps with them.
    */
   async find(frame: MeshFrame, boxes: readonly (readonly number[])[]): Promise<Float32Array[]> {
     const moved = this.moved(frame, boxes);

@@ -77,8 +77,21 @@ export async function loadHuman(): Promise<Human> {
 export async function detectAfresh(human: Human, frame: Tensor, options: { minConfidence: number; describe: boolean }): Promise<FaceResult[]> {
   const config = {
     cacheSensitivity: 0,
-    face: { enabled: true, detector: { minConfidence: options.minConfidence, rotation: false }, description: { enabled: options.describe } },
+    face: { enabled: true, mesh: { enabled: true }, detector: { minConfidence: options.minConfidence, rotation: false }, description: { enabled: options.describe } },
     hand: { enabled: false },
   } as Partial<Config>;
   return (await human.detect(frame, config)).face.filter((face) => face.mesh.length > 0);
+}
+
+/**
+ * The boxes ([x, y, width, height], frame pixels) of the faces the detector finds in `frame`, none
+ * meshed: about two thirds of what detectAfresh costs for three faces.
+ */
+export async function detectBoxes(human: Human, frame: Tensor, minConfidence: number): Promise<Array<[number, number, number, number]>> {
+  const config = {
+    cacheSensitivity: 0,
+    face: { enabled: true, mesh: { enabled: false }, detector: { minConfidence, rotation: false }, description: { enabled: false } },
+    hand: { enabled: false },
+  } as Partial<Config>;
+  return (await human.detect(frame, config)).face.map((face) => [face.box[0], face.box[1], face.box[2], face.box[3]]);
 }

@@ -119,7 +119,9 @@ async function handle(request: WorkerRequest): Promise<{ value: unknown; transfe
         const followed = await timed(request.job, "faces", () => follower.faces(meshFrame, request.mesh));
         const faces = followed?.map((face) => toFaceData(face));
         if (followed && faces && request.eyes) await timed(request.job, "eyes", () => readEyes(meshFrame, faces, followed.map((face) => face.mesh)));
-        frame.hands = await timed(request.job, "hands", () => finder.find(meshFrame, faces?.map((face) => face.box) ?? follower.boxes));
+        // The faces' extents, not their boxes: the hand finder reads the surroundings of each, which
+        // moved against the footage whenever a detection stepped a box's size.
+        frame.hands = await timed(request.job, "hands", () => finder.find(meshFrame, follower.extents));
         return faces ?? null;
       });
       return { value: found };
