@@ -85,8 +85,9 @@ describe("HandFinder", () => {
     expect(found, "the hand was never found").toBeDefined();
     // What was found is the hand: its keypoints lie in the hand's extent.
     expect(found!.onHand).toBeGreaterThan(0.8);
-    // Found just before it reached the face's box; with no eye on the drift (searching on motion and
-    // every 96th frame of the share), once it covered 11 % of it.
+    // Found just before it reached the face's extent (the box the finder reads, a square 1.5 times
+    // its mesh's); with no eye on the drift (searching on motion and every 96th frame of the share),
+    // once it covered 11 % of it.
     expect(found!.cover).toBeLessThan(0.04);
   }, 180_000);
 

@@ -1,14 +1,14 @@
 import type { Human, Point } from "@vladmandic/human";
 import { detectAfresh, detectBoxes } from "./human.js";
 import { cropAround, meshedFromOwnCrops } from "./own-crop.js";
-import { iou, SAME_FACE } from "./tracker.js";
+import { iou, pairByOverlap, SAME_FACE } from "./tracker.js";
 import { meshCrops, roll, UPRIGHT_ROLL, UprightMesher, type MeshCrop, type MeshFrame } from "./upright.js";
 
 /**
  * A face as the follower reports it: its crop's box clamped to the frame (0.7-1.2 times the side of
- * Human's box for the same face on the test photos; the tracker's smoothing, the hand search and
- * the matching of embeddings read it, and their tests hold with it), the mesh's confidence, and its
- * points in frame pixels.
+ * Human's box for the same face on the test photos; the tracker's smoothing and the matching of
+ * embeddings read it, and their tests hold with it), the mesh's confidence, and its points in frame
+ * pixels.
  */
 export interface FollowedFace {
   box: [number, number, number, number];
@@ -17,15 +17,11 @@ export interface FollowedFace {
 }
 
 interface Followed {
-  /** The crop the next frame meshes the face from: about its last mesh, sized on the last detection's frame (see cropAround). */
+  /** The crop the next frame meshes the face from: about its last mesh, sized on the last detection's frame (see cropAround and `resized`). */
   crop: MeshCrop;
-  /**
-   * The crop a detection's frame meshes it from when the detector finds no new face: about its last
-   * mesh and sized from it, or at `crop`'s size for a face its own crop did not show as one (see
-   * `ownSize`).
-   */
+  /** The crop a detection's frame meshes it from when the detector finds no new face: about its last mesh and sized from it. */
   resized: MeshCrop;
-  /** Whether its crop is sized from its own mesh rather than from the detector's box. */
+  /** Whether its crop is sized from its own mesh rather than from the detector's box (which only a full detection sizes anew). */
   ownSize: boolean;
   box: [number, number, number, number];
   /** The box of the crop its last mesh gives (see cropAround), sized afresh on every meshed frame. */
@@ -38,6 +34,12 @@ interface Followed {
  * detector runs at once; Human's own measure and threshold for reusing the previous frame's boxes.
  */
 const NEW_SCENE = 0.7;
+/**
+ * Detections that find only faces followed, or boxes the last full one passed over, after which the
+ * next is full all the same: a face the mesh model did not read as one at first (turned away, cut by
+ * the frame's edge) is looked at again within a few seconds.
+ */
+const FULL_DETECTION_EVERY = 4;
 const SCENE_STRIDE = 4;
 
 /**
@@ -58,6 +60,10 @@ const SCENE_STRIDE = 4;
 export class FaceFollower {
   private followed: Followed[] = [];
   private sinceDetection = 0;
+  /** Detections since the last full one (see followKnown). */
+  private sinceFull = 0;
+  /** Boxes the detector found on the last full detection's frame that no face followed came from. */
+  private passedOver: Array<[number, number, number, number]> = [];
   private previous: Uint8Array | undefined;
   private readonly upright: UprightMesher;
   private readonly skipFrames: number;
@@ -81,8 +87,11 @@ export class FaceFollower {
   async faces(frame: MeshFrame, mesh = true): Promise<FollowedFace[] | null> {
     const newScene = this.changed(frame.pixels);
     if (!mesh && !newScene) return null;
-    if (this.followed.length === 0 || newScene) return this.detect(frame);
-    if (this.sinceDetection >= this.skipFrames) return (await this.followKnown(frame)) ?? this.detect(frame);
+    if (this.followed.length === 0 || newScene) {
+      this.passedOver = [];
+      return this.detect(frame);
+    }
+    if (this.sinceDetection >= this.skipFrames) return this.detectAgain(frame);
     this.sinceDetection++;
     return this.follow(frame);
   }
@@ -97,23 +106,31 @@ export class FaceFollower {
   }
 
   /**
-   * On a detection's frame, the faces followed already, when the detector finds none besides them:
-   * each meshed from the crop its last mesh gives (see Followed.resized), all in one call, rather
-   * than by Human one at a time, again upright and again from their own crops, which cost more than
-   * the detector itself. A face the detector no longer finds is dropped, as a detection drops it.
-   * Undefined when it finds a face not followed: the frame is then detected afresh.
+   * A detection after the first. When the detector finds only the faces followed already, each paired
+   * with a box of its own (and boxes the last full detection passed over), they are meshed as between
+   * detections, all in one call, each from the crop its last mesh gives (see Followed.resized),
+   * rather than by Human one at a time, again upright and again from their own crops, which cost more
+   * than the detector itself. A face the detector no longer finds is dropped, as a full detection
+   * drops it. A box paired with no face, a face whose crop keeps Human's size, or the
+   * FULL_DETECTION_EVERY-th detection in a row has the frame detected afresh.
    */
-  private async followKnown(frame: MeshFrame): Promise<FollowedFace[] | undefined> {
+  private async detectAgain(frame: MeshFrame): Promise<FollowedFace[]> {
     const boxes = await detectBoxes(this.human, frame.tensor(), this.minConfidence);
-    const same = (box: readonly number[], face: Followed) => iou(box, face.box) >= SAME_FACE;
-    const known = this.followed.filter((face) => boxes.some((box) => same(box, face)));
-    if (!boxes.every((box) => known.some((face) => same(box, face)))) return undefined;
+    const paired = pairByOverlap(boxes, this.followed.map((face) => face.box));
+    const known = this.followed.filter((_, k) => paired.includes(k));
+    const unknown = boxes.filter((box, i) => paired[i] === undefined && !this.passedOver.some((passed) => iou(box, passed) >= SAME_FACE));
+    if (unknown.length > 0 || known.some((face) => !face.ownSize) || ++this.sinceFull >= FULL_DETECTION_EVERY) {
+      const found = await this.detect(frame);
+      this.passedOver = boxes.filter((box) => !found.some((face) => iou(box, face.box) >= SAME_FACE));
+      return found;
+    }
     this.sinceDetection = 0;
     this.followed = known.map((face) => ({ ...face, crop: face.resized }));
     return this.follow(frame);
   }
 
   private async detect(frame: MeshFrame): Promise<FollowedFace[]> {
+    this.sinceFull = 0;
     const meshed = await detectAfresh(this.human, frame.tensor(), { minConfidence: this.minConfidence, describe: false });
     const upright = await this.upright.meshes(frame, meshed, this.minConfidence, this.followed);
     this.sinceDetection = 0;
@@ -124,13 +141,12 @@ export class FaceFollower {
     this.followed = [];
     for (const [i, face] of again.entries()) {
       const { mesh, roll: faceRoll } = face.ownCrop ? await this.uprightIfRolled(frame, face, Math.abs(first[i]!.roll) > UPRIGHT_ROLL) : face;
-      let crop = cropAround(mesh, faceRoll);
+      const own = cropAround(mesh, faceRoll);
       // A face its own crop does not show as one keeps Human's crop size: the next frame would cut
       // that crop again and lose the face.
-      if (!face.ownCrop) crop = { ...crop, width: meshed[i]!.boxRaw[2] * frame.width, height: meshed[i]!.boxRaw[3] * frame.height };
+      const crop = face.ownCrop ? own : { ...own, width: meshed[i]!.boxRaw[2] * frame.width, height: meshed[i]!.boxRaw[3] * frame.height };
       const box = boxOf(crop, frame);
-      const extent = boxOf(cropAround(mesh, faceRoll), frame);
-      this.followed.push({ crop, resized: crop, ownSize: face.ownCrop, box, extent, roll: faceRoll });
+      this.followed.push({ crop, resized: own, ownSize: face.ownCrop, box, extent: boxOf(own, frame), roll: faceRoll });
       // Human keeps a box scored exactly at the bound but reports only faces above it.
       if (face.score > this.minConfidence) found.push({ box, score: face.score, mesh });
     }
@@ -160,7 +176,7 @@ export class FaceFollower {
       const own = cropAround(mesh, faceRoll);
       const next = { ...own, width: crop.width, height: crop.height };
       const box = boxOf(next, frame);
-      followed.push({ crop: next, resized: ownSize ? own : next, ownSize, box, extent: boxOf(own, frame), roll: faceRoll });
+      followed.push({ crop: next, resized: own, ownSize, box, extent: boxOf(own, frame), roll: faceRoll });
       // Human keeps a box scored exactly at the bound but reports only faces above it.
       if (score > this.minConfidence) found.push({ box, score, mesh });
     }

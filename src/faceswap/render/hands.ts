@@ -142,7 +142,7 @@ export class HandFinder {
 /**
  * The largest share of a face's surroundings (see surroundings) whose luma changed by more than
  * MOTION_STEP since the last search, or 1 for a face the last search did not see. Taken about each
- * face's box, the surroundings hold still while the camera pans or zooms with the face, so a hand
+ * face's extent, the surroundings hold still while the camera pans or zooms with the face, so a hand
  * that creeps in adds up here where the motion between two frames (see `moved`) stays too small.
  */
 function drift(searched: ReadonlyArray<{ box: readonly number[]; luma: Float32Array }>, frame: RgbImage, boxes: readonly (readonly number[])[]): number {
