@@ -60,9 +60,9 @@ const SCENE_STRIDE = 4;
 export class FaceFollower {
   private followed: Followed[] = [];
   private sinceDetection = 0;
-  /** Detections since the last full one (see followKnown). */
+  /** Detections since the last full one (see detectAgain). */
   private sinceFull = 0;
-  /** Boxes the detector found on the last full detection's frame that no face followed came from. */
+  /** Boxes the detector found on the last full detection's frame that did not become a face followed. */
   private passedOver: Array<[number, number, number, number]> = [];
   private previous: Uint8Array | undefined;
   private readonly upright: UprightMesher;
