@@ -58,7 +58,6 @@ interface WaitingCall {
  * Services and instances. Writes that change a namespace's counts notify the namespace cache on
  * every replica; heartbeats go through the batcher and notify only when health comes back.
  */
-
 export class RegistryService {
   private readonly db: Db;
   private readonly namespaces: NamespaceCache;

@@ -17,14 +17,14 @@ export interface FollowedFace {
 }
 
 interface Followed {
-  /** The crop the next frame meshes the face from: about its last mesh, sized on the last detection's frame (see cropAround and `resized`). */
+  /** The crop the next frame meshes the face from: about its last mesh, sized on the last detection's frame (see cropAround and `own`). */
   crop: MeshCrop;
-  /** The crop a detection's frame meshes it from when the detector finds no new face: about its last mesh and sized from it. */
-  resized: MeshCrop;
+  /** The crop its last mesh gives, sized from it: what a detection that finds no new face meshes it from. */
+  own: MeshCrop;
   /** Whether its crop is sized from its own mesh rather than from the detector's box (which only a full detection sizes anew). */
   ownSize: boolean;
   box: [number, number, number, number];
-  /** The box of the crop its last mesh gives (see cropAround), sized afresh on every meshed frame. */
+  /** The box of `own`, sized afresh on every meshed frame. */
   extent: [number, number, number, number];
   roll: number;
 }
@@ -34,13 +34,13 @@ interface Followed {
  * detector runs at once; Human's own measure and threshold for reusing the previous frame's boxes.
  */
 const NEW_SCENE = 0.7;
+const SCENE_STRIDE = 4;
 /**
  * Detections that find only faces followed, or boxes the last full one passed over, after which the
  * next is full all the same: a face the mesh model did not read as one at first (turned away, cut by
  * the frame's edge) is looked at again within a few seconds.
  */
 const FULL_DETECTION_EVERY = 4;
-const SCENE_STRIDE = 4;
 
 /**
  * Finds the faces of one worker's share of a render's frames. The detector runs on the first frame,
@@ -51,7 +51,7 @@ const SCENE_STRIDE = 4;
  * than the face's own mesh (see cropAround) and meshes each face by itself and unturned; a rolled face
  * then had to be meshed a second time, upright: two meshes of five were thrown away, and calls one face
  * at a time cost half as much again as one call for all. A detection that finds only the faces
- * followed already meshes them the same way (see followKnown).
+ * followed already meshes them the same way (see detectAgain).
  *
  * The state is the render's own, never the worker's: Human keeps one set of boxes for whatever it
  * looked at last, so renders sharing a worker, or an embedding asked for between two frames, could
@@ -87,10 +87,7 @@ export class FaceFollower {
   async faces(frame: MeshFrame, mesh = true): Promise<FollowedFace[] | null> {
     const newScene = this.changed(frame.pixels);
     if (!mesh && !newScene) return null;
-    if (this.followed.length === 0 || newScene) {
-      this.passedOver = [];
-      return this.detect(frame);
-    }
+    if (this.followed.length === 0 || newScene) return this.detect(frame);
     if (this.sinceDetection >= this.skipFrames) return this.detectAgain(frame);
     this.sinceDetection++;
     return this.follow(frame);
@@ -108,7 +105,7 @@ export class FaceFollower {
   /**
    * A detection after the first. When the detector finds only the faces followed already, each paired
    * with a box of its own (and boxes the last full detection passed over), they are meshed as between
-   * detections, all in one call, each from the crop its last mesh gives (see Followed.resized),
+   * detections, all in one call, each from the crop its last mesh gives (see Followed.own),
    * rather than by Human one at a time, again upright and again from their own crops, which cost more
    * than the detector itself. A face the detector no longer finds is dropped, as a full detection
    * drops it. A box paired with no face, a face whose crop keeps Human's size, or the
@@ -118,19 +115,20 @@ export class FaceFollower {
     const boxes = await detectBoxes(this.human, frame.tensor(), this.minConfidence);
     const paired = pairByOverlap(boxes, this.followed.map((face) => face.box));
     const known = this.followed.filter((_, k) => paired.includes(k));
-    const unknown = boxes.filter((box, i) => paired[i] === undefined && !this.passedOver.some((passed) => iou(box, passed) >= SAME_FACE));
-    if (unknown.length > 0 || known.some((face) => !face.ownSize) || ++this.sinceFull >= FULL_DETECTION_EVERY) {
+    const unknown = boxes.some((box, i) => paired[i] === undefined && !this.passedOver.some((passed) => iou(box, passed) >= SAME_FACE));
+    if (unknown || known.some((face) => !face.ownSize) || ++this.sinceFull >= FULL_DETECTION_EVERY) {
       const found = await this.detect(frame);
       this.passedOver = boxes.filter((box) => !found.some((face) => iou(box, face.box) >= SAME_FACE));
       return found;
     }
     this.sinceDetection = 0;
-    this.followed = known.map((face) => ({ ...face, crop: face.resized }));
+    this.followed = known.map((face) => ({ ...face, crop: face.own }));
     return this.follow(frame);
   }
 
   private async detect(frame: MeshFrame): Promise<FollowedFace[]> {
     this.sinceFull = 0;
+    this.passedOver = [];
     const meshed = await detectAfresh(this.human, frame.tensor(), { minConfidence: this.minConfidence, describe: false });
     const upright = await this.upright.meshes(frame, meshed, this.minConfidence, this.followed);
     this.sinceDetection = 0;
@@ -145,10 +143,10 @@ export class FaceFollower {
       // A face its own crop does not show as one keeps Human's crop size: the next frame would cut
       // that crop again and lose the face.
       const crop = face.ownCrop ? own : { ...own, width: meshed[i]!.boxRaw[2] * frame.width, height: meshed[i]!.boxRaw[3] * frame.height };
-      const box = boxOf(crop, frame);
-      this.followed.push({ crop, resized: own, ownSize: face.ownCrop, box, extent: boxOf(own, frame), roll: faceRoll });
+      const followed = followedFace(crop, own, face.ownCrop, faceRoll, frame);
+      this.followed.push(followed);
       // Human keeps a box scored exactly at the bound but reports only faces above it.
-      if (face.score > this.minConfidence) found.push({ box, score: face.score, mesh });
+      if (face.score > this.minConfidence) found.push({ box: followed.box, score: face.score, mesh });
     }
     return found;
   }
@@ -174,11 +172,10 @@ export class FaceFollower {
       // then moves the next crop but never scales it, and the meshes meet face-api's landmarks as
       // closely as with a crop sized afresh on every frame (the test clips' means within 0.002).
       const own = cropAround(mesh, faceRoll);
-      const next = { ...own, width: crop.width, height: crop.height };
-      const box = boxOf(next, frame);
-      followed.push({ crop: next, resized: own, ownSize, box, extent: boxOf(own, frame), roll: faceRoll });
+      const face = followedFace({ ...own, width: crop.width, height: crop.height }, own, ownSize, faceRoll, frame);
+      followed.push(face);
       // Human keeps a box scored exactly at the bound but reports only faces above it.
-      if (score > this.minConfidence) found.push({ box, score, mesh });
+      if (score > this.minConfidence) found.push({ box: face.box, score, mesh });
     }
     this.followed = followed;
     return found;
@@ -210,6 +207,11 @@ export class FaceFollower {
     previous.set(pixels);
     return sum / samples / 255 > NEW_SCENE;
   }
+}
+
+/** A face followed from `crop` on, whose last mesh gives `own` (see Followed). */
+function followedFace(crop: MeshCrop, own: MeshCrop, ownSize: boolean, roll: number, frame: { width: number; height: number }): Followed {
+  return { crop, own, ownSize, box: boxOf(crop, frame), extent: boxOf(own, frame), roll };
 }
 
 /** The box a crop reports the face in: the crop unturned, clamped to the frame. */

@@ -70,17 +70,11 @@ export async function loadHuman(): Promise<Human> {
 }
 
 /**
- * The faces Human finds afresh in `frame` (a [height, width, 3] tensor of 0-255 values), each with its mesh:
- * Human reuses no boxes (cacheSensitivity 0) and its own rotation stays off (see UprightMesher).
- * Each call sets every option it depends on: Human merges a call's config into its own.
+ * The faces Human finds afresh in `frame` (a [height, width, 3] tensor of 0-255 values), each with its
+ * mesh; its own rotation stays off (see UprightMesher).
  */
 export async function detectAfresh(human: Human, frame: Tensor, options: { minConfidence: number; describe: boolean }): Promise<FaceResult[]> {
-  const config = {
-    cacheSensitivity: 0,
-    face: { enabled: true, mesh: { enabled: true }, detector: { minConfidence: options.minConfidence, rotation: false }, description: { enabled: options.describe } },
-    hand: { enabled: false },
-  } as Partial<Config>;
-  return (await human.detect(frame, config)).face.filter((face) => face.mesh.length > 0);
+  return (await human.detect(frame, faceConfig(options.minConfidence, true, options.describe))).face.filter((face) => face.mesh.length > 0);
 }
 
 /**
@@ -88,10 +82,17 @@ export async function detectAfresh(human: Human, frame: Tensor, options: { minCo
  * meshed: about two thirds of what detectAfresh costs for three faces.
  */
 export async function detectBoxes(human: Human, frame: Tensor, minConfidence: number): Promise<Array<[number, number, number, number]>> {
-  const config = {
+  return (await human.detect(frame, faceConfig(minConfidence, false, false))).face.map((face) => [face.box[0], face.box[1], face.box[2], face.box[3]]);
+}
+
+/**
+ * A call's options for finding faces afresh (cacheSensitivity 0), hands off, each option the call
+ * depends on set: Human merges a call's config into its own, so one left out is the last call's.
+ */
+function faceConfig(minConfidence: number, mesh: boolean, describe: boolean): Partial<Config> {
+  return {
     cacheSensitivity: 0,
-    face: { enabled: true, mesh: { enabled: false }, detector: { minConfidence, rotation: false }, description: { enabled: false } },
+    face: { enabled: true, mesh: { enabled: mesh }, detector: { minConfidence, rotation: false }, description: { enabled: describe } },
     hand: { enabled: false },
   } as Partial<Config>;
-  return (await human.detect(frame, config)).face.map((face) => [face.box[0], face.box[1], face.box[2], face.box[3]]);
 }
