@@ -201,6 +201,15 @@ function pastedRectangles(image: RgbImage, faces: FaceData[]): RgbImage {
  * Each face's box moved sideways by a fifth of its eye distance: the face drawn off the target's, the
  * target's own far side showing beside it (as a mesh that stops short of the far cheek draws it).
  */
+/** The left `width` columns of `image`. */
+function cropped(image: RgbImage, width: number): RgbImage {
+  const pixels = new Uint8Array(width * image.height * 3);
+  for (let y = 0; y < image.height; y++) {
+    pixels.set(image.pixels.subarray(y * image.width * 3, (y * image.width + width) * 3), y * width * 3);
+  }
+  return { width, height: image.height, pixels };
+}
+
 function shiftedFaces(image: RgbImage, faces: FaceData[]): RgbImage {
   const out = { ...image, pixels: Uint8Array.from(image.pixels) };
   for (const face of faces) {
@@ -266,6 +275,15 @@ describe("quality judge", () => {
       expect(Math.abs(faceApi), "face-api median shift from re-encoding alone").toBeLessThan(IDENTITY_LIMITS.faceApi.min);
     }
   }, HANG_MS);
+
+  it("refuses an output of another size than its input", async () => {
+    const clip = clips[0]!;
+    const { width, height } = clip.frames[0]!;
+    const narrower = clip.frames.map((image) => cropped(image, image.width - 2));
+    await expect(judge.judge(clip.frames, narrower, FRAMES)).rejects.toThrow(
+      `judged frame ${FRAMES[0]}: the output is ${width - 2}x${height}, the input ${width}x${height}`,
+    );
+  });
 
   it("fails a blurred box or a sharpened one (sharpness), a pasted rectangle (outside, seam or colour) and a shifted face (misplaced, by both models)", async () => {
     for (const clip of clips.filter((c) => !c.options.occluder && !c.hand)) {

@@ -312,7 +312,10 @@ export class QualityJudge {
    */
   async judge(input: RgbImage[], output: RgbImage[], frames: number[], sheet?: string, occluders?: Float32Array[]): Promise<FaceScore[]> {
     for (const f of frames) {
-      for (const k of [f, f + 1]) requireFrame(k, { input, output }, `judged frame ${f}${k > f ? " (its next frame, for flicker)" : ""}`);
+      for (const k of [f, f + 1]) {
+        requireFrame(k, { input, output }, `judged frame ${f}${k > f ? " (its next frame, for flicker)" : ""}`);
+        requireSameSize(k, input[k]!, output[k]!);
+      }
     }
     const scores: FaceScore[] = [];
     const tiles: RgbImage[][] = [];
@@ -381,6 +384,16 @@ export class QualityJudge {
 /** The face of `found` (the output's) that overlaps `face` (the input's) most, if one does by IoU 0.3. */
 function sameFace(face: FaceData, found: FaceData[]): FaceData | undefined {
   return found.filter((s) => iou(s.box, face.box) > 0.3).sort((a, b) => iou(b.box, face.box) - iou(a.box, face.box))[0];
+}
+
+/**
+ * Throws naming frame `f` and both sizes unless `output` is as large as `input`: the measures compare
+ * pixels at the same places, and an output two pixels wider (576 against footage shown 574 wide) moved
+ * the right-hand faces of a frame far enough to fail `outside` on a render that changed nothing there.
+ */
+function requireSameSize(f: number, input: RgbImage, output: RgbImage): void {
+  if (input.width === output.width && input.height === output.height) return;
+  throw new Error(`judged frame ${f}: the output is ${output.width}x${output.height}, the input ${input.width}x${input.height}`);
 }
 
 /** Throws naming frame `f` and each list's length unless every list in `lists` has it. */
