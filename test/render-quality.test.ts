@@ -197,10 +197,6 @@ function pastedRectangles(image: RgbImage, faces: FaceData[]): RgbImage {
   return out;
 }
 
-/**
- * Each face's box moved sideways by a fifth of its eye distance: the face drawn off the target's, the
- * target's own far side showing beside it (as a mesh that stops short of the far cheek draws it).
- */
 /** The left `width` columns of `image`. */
 function cropped(image: RgbImage, width: number): RgbImage {
   const pixels = new Uint8Array(width * image.height * 3);
@@ -210,6 +206,10 @@ function cropped(image: RgbImage, width: number): RgbImage {
   return { width, height: image.height, pixels };
 }
 
+/**
+ * Each face's box moved sideways by a fifth of its eye distance: the face drawn off the target's, the
+ * target's own far side showing beside it (as a mesh that stops short of the far cheek draws it).
+ */
 function shiftedFaces(image: RgbImage, faces: FaceData[]): RgbImage {
   const out = { ...image, pixels: Uint8Array.from(image.pixels) };
   for (const face of faces) {

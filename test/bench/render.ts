@@ -12,10 +12,13 @@ import { recordingLogger } from "../support/logs.js";
 import { processCpu } from "./proc-stat.js";
 import { formatSummary, QualityJudge, summarise, type Summary } from "../support/quality.js";
 
+/** The bench clip (sample1's three people), and the stairs (sample5's five). */
+const CLIPS = ["three-faces", "stairs"] as const;
+type ClipName = (typeof CLIPS)[number];
+
 export interface RenderRun {
   name: string;
-  /** The bench clip (sample1's three people), or the stairs (sample5's five). */
-  clip: "three-faces" | "stairs";
+  clip: ClipName;
   /** The rendered file. */
   output: string;
   width: number;
@@ -75,7 +78,7 @@ export async function benchRender(): Promise<RenderRun[]> {
     const people = await renderer.detect({ input: clip, still: false, confidence: 0.5, outputDirectory: path.join(dir, "people"), signal: new AbortController().signal });
     const mapping = { originalFace: people.sort((a, b) => a.index - b.index)[1]!.png, newFace: face };
     const runs: RenderRun[] = [];
-    const timed = async (name: string, request: RenderRequest, ffmpegFps: number, clipName: RenderRun["clip"] = "three-faces"): Promise<void> => {
+    const timed = async (name: string, request: RenderRequest, ffmpegFps: number, clipName: ClipName = "three-faces"): Promise<void> => {
       const memory = sampleRss();
       const cpuBefore = treeCpuMs();
       const started = performance.now();
@@ -133,12 +136,13 @@ async function plainEncode(clip: string, width: number, height: number, output: 
  * Scores the 576 px all-faces outputs with the quality judge against their own clip, after the timed
  * runs (it is not part of their speed), each beside that clip re-encoded by ffmpeg alone.
  */
-async function judgeRuns(runs: RenderRun[], clips: Record<RenderRun["clip"], { clip: string; plain: string }>, face: string): Promise<void> {
+async function judgeRuns(runs: RenderRun[], clips: Record<ClipName, { clip: string; plain: string }>, face: string): Promise<void> {
   const judge = await QualityJudge.start(createLogger("warn"));
   try {
     await judge.setNewFace((await decodeFrames(face, { maxLongSide: 1024, maxFrames: 1 })).frames[0]!);
     const frames = async (file: string) => (await decodeFrames(file, { maxLongSide: 576, maxFrames: SECONDS * FPS })).frames;
-    for (const [name, { clip, plain }] of Object.entries(clips) as [RenderRun["clip"], { clip: string; plain: string }][]) {
+    for (const name of CLIPS) {
+      const { clip, plain } = clips[name];
       const input = await frames(clip);
       const encoded = summarise(await judge.judge(input, await frames(plain), JUDGED_FRAMES));
       for (const run of runs.filter((r) => r.clip === name && r.width === 576 && r.mode === "all-faces")) {
@@ -176,7 +180,7 @@ export function printRenderRuns(runs: RenderRun[]): void {
     const parts = Object.entries(r.stages).map(([part, ms]) => `${part} ${ms.toFixed(1)}`).join(", ");
     console.log(`workers' ms per frame ${r.name}: ${parts}`);
   }
-  for (const clip of ["three-faces", "stairs"] as const) {
+  for (const clip of CLIPS) {
     const judged = runs.filter((r) => r.clip === clip && r.quality);
     const encoded = judged[0]?.encoded;
     if (encoded) console.log(`quality ffmpeg alone, 576 px, ${clip} (the input re-encoded): ${formatSummary(encoded)}`);
