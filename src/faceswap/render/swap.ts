@@ -2,7 +2,7 @@ import type { StyleVersion } from "../../platform/db/schema.js";
 import { pyramidBlend } from "./blend.js";
 import { targetExpression } from "./expression.js";
 import { matchGrain } from "./grain.js";
-import { BROWS, EYE_CORNERS, EYE_OPENINGS, facingSign, featureMask, INNER_LIPS, LIPS, OVAL, rasterise, signedArea } from "./mesh.js";
+import { BROWS, EYE_CORNERS, EYE_OPENINGS, facingSign, featureMask, INNER_LIPS, LIPS, OVAL, rasterise, signedArea, UNLIT_OUTLINES } from "./mesh.js";
 import { handMask, occlusion } from "./occlusion.js";
 import { boxBlur, fillPolygon, fromYCbCr, grownPolygon, pointBounds, sampleTriangle, toYCbCr, ycbcr } from "./pixels.js";
 import { pushPull } from "./push-pull.js";
@@ -26,8 +26,6 @@ export interface StyleParams {
    * over `lightRadius`): the target's shading and light, over the new face's own detail (0..1).
    */
   light: number;
-  /** How far its low-frequency chroma moves to the target's (0..1); a coloured light on the source photo goes with it. */
-  chroma: number;
   /**
    * Share of the new face's chroma finer than that blur that stays off its skin, on its features (eyes,
    * brows, lips); its skin keeps SKIN_CHROMA_DETAIL whatever the style (see relight).
@@ -61,8 +59,9 @@ export interface StyleParams {
  * face's light and colour all the way to the target's over a wide blur (25 % of the face) with 20 %
  * of its features' finer chroma, an unsharp mask on luma (up to 1.8, as v2's) against that blur's softness, the
  * features half way to the source's proportions, 95 % opacity and a wide feather (8 %). v2 keeps the
- * new face: its light and colour move 90 % of the way over 8 % of the face (the shading of a turned
- * head's far side is narrower than a wider blur) with 60 % of its features' finer chroma, an unsharp
+ * new face: its light moves 90 % of the way and its colour all of it, over 8 % of the face (the shading
+ * of a turned head's far side is narrower than a wider blur), with 60 % of its features' finer chroma
+ * (a tenth of the source's own skin tone kept left the faces of warm footage grey-pink), an unsharp
  * mask on luma restores the detail the warp and the new face's softer photo lose, but no more than
  * the footage shows under it, on skin and on the features each (see matchedSharpening; at most 2.2,
  * 30 % less on the features), the features take the source's proportions fully (less as the head
@@ -71,8 +70,8 @@ export interface StyleParams {
  * its change saturates, and it is weaker on the features, which are sharp already.
  */
 export const STYLES: Record<StyleVersion, StyleParams> = {
-  v1: { opacity: 0.95, light: 1, chroma: 1, chromaDetail: 0.2, lightRadius: 0.25, sharpen: 1.8, keepTexture: 0.4, feather: 0.08, reshape: 0.5 },
-  v2: { opacity: 1, light: 0.9, chroma: 0.9, chromaDetail: 0.6, lightRadius: 0.08, sharpen: 2.2, keepTexture: 0, feather: 0.045, reshape: 1 },
+  v1: { opacity: 0.95, light: 1, chromaDetail: 0.2, lightRadius: 0.25, sharpen: 1.8, keepTexture: 0.4, feather: 0.08, reshape: 0.5 },
+  v2: { opacity: 1, light: 0.9, chromaDetail: 0.6, lightRadius: 0.08, sharpen: 2.2, keepTexture: 0, feather: 0.045, reshape: 1 },
 };
 
 // The face outline stays where the target's is, so the blend edge follows the target's head; only the
@@ -312,14 +311,18 @@ export function swapFace(
   // The light is measured on skin only, on both faces: the target's eyes, brows, lips and make-up
   // blurred into its light field would lay a dark ghost of its features over the new face's (a second
   // face where the two differ, as on a turned head), and the new face's own would be lifted by the
-  // same ratio.
+  // same ratio. Nor on the nose's base: the target's nostrils, blurred, darkened the new face's nose
+  // where its own nostrils were not and reddened its tip.
   const drawnFeatures = featureMask("drawnFeatures", drawnMesh, x0, y0, w, h);
-  const sourceSkin = scratch("sourceSkin", n), targetSkin = scratch("targetSkin", n);
+  const drawnUnlit = featureMask("drawnUnlit", drawnMesh, x0, y0, w, h, UNLIT_OUTLINES);
+  const targetUnlit = featureMask("targetUnlit", target, x0, y0, w, h, UNLIT_OUTLINES);
+  const sourceSkin = scratch("sourceSkin", n), sourceLit = scratch("sourceLit", n), targetSkin = scratch("targetSkin", n);
   for (let i = 0; i < n; i++) {
     sourceSkin[i] = covered[i]! * (1 - drawnFeatures[i]!);
-    targetSkin[i] = notSkin ? drawn[i]! * (1 - targetFeatures[i]!) * (1 - notSkin[i]!) : drawn[i]! * (1 - targetFeatures[i]!);
+    sourceLit[i] = covered[i]! * (1 - drawnUnlit[i]!);
+    targetSkin[i] = notSkin ? drawn[i]! * (1 - targetUnlit[i]!) * (1 - notSkin[i]!) : drawn[i]! * (1 - targetUnlit[i]!);
   }
-  relight(warped, targetPatch, covered, sourceSkin, targetSkin, w, h, style, Math.max(1, style.lightRadius * faceSize));
+  relight(warped, targetPatch, covered, sourceSkin, sourceLit, targetSkin, w, h, style, Math.max(1, style.lightRadius * faceSize));
   if (style.sharpen > 0) {
     const most = { skin: style.sharpen, features: style.sharpen * (1 - FEATURE_SHARPEN_DAMP) };
     sharpenLuma(warped, w, h, matchedSharpening(warped, targetPatch, drawn, drawnFeatures, w, h, most), drawnFeatures);
@@ -674,17 +677,18 @@ function pyramid(source: SourceFace, triangles: ArrayLike<number>, mirror: Int32
 
 /**
  * Moves the new face's low frequencies to the target's: each of Y, Cb and Cr of both is blurred over
- * `radius` (weighted by `fromSkin` for the new face and `skin` for the target, so hair, background,
- * open mouth, occluders and the features do not count), then, over `from`, the new face's luma is scaled by the ratio of the two
- * (shading and light) and its chroma shifted by their difference (skin tone, a coloured light on the
- * source photo), `style.light` and `style.chroma` of the way. Detail finer than the blur stays the
- * new face's.
+ * `radius` (weighted by `fromLit` for the new face and `skin` for the target, so hair, background,
+ * open mouth, occluders, the features and the nostrils do not count), then, over `from`, the new
+ * face's luma is scaled by the ratio of the two (shading and light), `style.light` of the way, and its
+ * chroma replaced by the target's (skin tone, a coloured light on the source photo). Detail finer than
+ * the blur stays the new face's: on its skin (`fromSkin`) little of its chroma, on its features more.
  */
 function relight(
   warped: Float32Array,
   target: Float32Array,
   from: Float32Array,
   fromSkin: Float32Array,
+  fromLit: Float32Array,
   skin: Float32Array,
   w: number,
   h: number,
@@ -694,7 +698,7 @@ function relight(
   const n = w * h;
   const packed = scratch("light", n * 8).fill(0);
   for (let i = 0; i < n; i++) {
-    const ws = fromSkin[i]!, wt = skin[i]!;
+    const ws = fromLit[i]!, wt = skin[i]!;
     if (ws > 0) {
       toYCbCr(warped, i * 3);
       packed[i * 8] = ycbcr[0] * ws;
@@ -727,21 +731,23 @@ function relight(
     if (skin > 0 && ycbcr[0] > level) ycbcr[0] -= skin * (1 - HIGHLIGHT_KEEP) * (ycbcr[0] - level);
     ycbcr[0] *= gain;
     const ownCb = field[i * 8 + 1]! / ws, ownCr = field[i * 8 + 2]! / ws;
+    const toCb = field[i * 8 + 5]! / wt, toCr = field[i * 8 + 6]! / wt;
     let dCb = ycbcr[1] - ownCb, dCr = ycbcr[2] - ownCr;
-    // On skin, chroma detail toward grey (less of the skin's own colour) is the same highlight's:
-    // kept, it turns blue-mauve once the luma under it drops to the target's.
-    const norm = Math.hypot(ownCb, ownCr);
+    // On skin, chroma detail toward grey (less of the skin's colour, which is now the target's) is the
+    // same highlight's: kept, it turns blue-mauve once the luma under it drops to the target's. Against
+    // the source's own colour, a cool photo's nearly grey skin, its blue nose tip and nostrils stayed.
+    const norm = Math.hypot(toCb, toCr);
     if (skin > 0 && norm > 1e-3) {
-      const along = (dCb * ownCb + dCr * ownCr) / norm;
+      const along = (dCb * toCb + dCr * toCr) / norm;
       if (along < 0) {
-        dCb -= (skin * along * ownCb) / norm;
-        dCr -= (skin * along * ownCr) / norm;
+        dCb -= (skin * along * toCb) / norm;
+        dCr -= (skin * along * toCr) / norm;
       }
     }
     // The detail scales with the luma under it, so the new face's colour keeps its saturation.
     const detail = gain * (skin * SKIN_CHROMA_DETAIL + (1 - skin) * style.chromaDetail);
-    ycbcr[1] = ownCb + detail * dCb + style.chroma * (field[i * 8 + 5]! / wt - ownCb);
-    ycbcr[2] = ownCr + detail * dCr + style.chroma * (field[i * 8 + 6]! / wt - ownCr);
+    ycbcr[1] = toCb + detail * dCb;
+    ycbcr[2] = toCr + detail * dCr;
     fromYCbCr(warped, i * 3);
   }
 }
