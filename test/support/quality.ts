@@ -35,6 +35,13 @@ export interface FaceScore {
   /** Mean luma inside (r < 0.75, features left out) over the band outside the lower half (1.05 < r < 1.25), output over input. */
   tone: number;
   /**
+   * Chroma (CbCr) distance between the mean colour inside (as `tone`'s inner region) of output and
+   * input: the new face's skin in another colour than the footage's (a cool photo's tone kept on warm
+   * footage reads as grey-pink skin over a golden neck), which the colour step at the outline, smoothed
+   * by the blend, does not see.
+   */
+  skinColour: number;
+  /**
    * Chroma (CbCr) distance between the nose tip and the cheeks beside it, output minus input: a
    * coloured light or highlight of the source photo left on the nose (a blue-mauve tip) scores high
    * while the face's mean colour, which every other measure sees, stays right. NaN (not judged) on
@@ -94,7 +101,11 @@ export interface FaceScore {
  * over the face fails sharpness, and a rectangle of the new face pasted over it fails outside, seam
  * or colour. Re-encoding alone costs about a quarter of the Laplacian variance of small faces. Tint:
  * the input scores 0.2 at most, the pasted rectangle 12-18, and a renderer that left the source
- * photo's blue light on the nose tip 4.0 (median, pan, v2; up to 7 on one face). Misplaced: the
+ * photo's blue light on the nose tip 4.0 (median, pan, v2; up to 7 on one face). Skin colour: the
+ * input re-encoded 0.2-0.7 (medians of the test clips), a pasted rectangle 16-35, the renderer 0.5-1.9
+ * (v1 the most: its blur is wide) and, when v2 kept a tenth of the source photo's own skin tone, 2.1
+ * and 2.9 on warm footage its tests do not use (sample6, and sample5's stairs: up to 4.5 on a face),
+ * grey-pink faces over golden necks; v2 now 0.7 and 0.8 there. Misplaced: the
  * input re-encoded scores 0.01-0.09 (the larger on the bench clip's small faces), the renderer
  * 0.03-0.11 (v2, pan, turned and bench clips; the laughing right face rolled by 44 degrees scores
  * the most); with Human's detector rotation, whose mesh of the pan's left face stopped short of her
@@ -111,6 +122,7 @@ export const LIMITS = {
   flicker: { max: 1.6 },
   colourStep: { max: 6 },
   tone: { min: 0.88, max: 1.12 },
+  skinColour: { max: 2.5 },
   tint: { max: 2.5 },
   misplaced: { max: 0.14 },
   misplacedApi: { max: 0.14 },
@@ -259,7 +271,7 @@ export function formatSummary(summary: Summary): string {
   return (
     `outside ${summary.outside.toFixed(3)} speckles ${summary.speckles.toFixed(2)} seam ${summary.seam.toFixed(2)} ` +
     `sharpness ${summary.sharpness.toFixed(2)} flicker ${summary.flicker.toFixed(2)} colour ${summary.colourStep.toFixed(1)} ` +
-    `tone ${summary.tone.toFixed(2)} tint ${summary.tint.toFixed(1)} marks ${summary.marks.toFixed(2)} grain ${summary.grain.toFixed(2)} chroma grain ${summary.chromaGrain.toFixed(2)} misplaced ${summary.misplaced.toFixed(2)} (face-api ${summary.misplacedApi.toFixed(2)}) ` +
+    `tone ${summary.tone.toFixed(2)} skin colour ${summary.skinColour.toFixed(1)} tint ${summary.tint.toFixed(1)} marks ${summary.marks.toFixed(2)} grain ${summary.grain.toFixed(2)} chroma grain ${summary.chromaGrain.toFixed(2)} misplaced ${summary.misplaced.toFixed(2)} (face-api ${summary.misplacedApi.toFixed(2)}) ` +
     `faceres ${summary.faceres.toFixed(3)} face-api ${summary.faceApi.toFixed(3)} failing ${(summary.failing * 100).toFixed(0)}% ` +
     `(${EVERY_FACE.join("/")}: ${(summary.failingEvery * 100).toFixed(0)}%)`
   );
@@ -351,6 +363,7 @@ export class QualityJudge {
           flicker: frameChange(after, afterNext, reg) / Math.max(0.5, frameChange(before, beforeNext, reg)),
           colourStep: colourStep(after, reg) - colourStep(before, reg),
           tone: toneRatio(after, reg, face.mesh) / Math.max(1e-6, toneRatio(before, reg, face.mesh)),
+          skinColour: skinColourShift(before, after, reg, face.mesh),
           // Make-up sets the input's nose against its cheeks: on the pan's left face, painted white with
           // a black dot on the nose, every swap's natural pink nose tip scored 3-6.
           tint: marks.enough ? NaN : noseTint(after, face.mesh) - noseTint(before, face.mesh),
@@ -718,6 +731,24 @@ function toneRatio(image: RgbImage, reg: Region, mesh: Float32Array): number {
     }
   }
   return ni > 0 && no > 0 ? inner / ni / Math.max(1, outer / no) : 1;
+}
+
+/** CbCr distance between the mean colours of `before` and `after` inside (r < 0.75, features left out). */
+function skinColourShift(before: RgbImage, after: RgbImage, reg: Region, mesh: Float32Array): number {
+  const features = featureMask(reg, mesh, 1);
+  let cb = 0, cr = 0, n = 0;
+  for (let y = 0; y < reg.h; y++) {
+    for (let x = 0; x < reg.w; x++) {
+      const i = y * reg.w + x;
+      if (reg.r[i]! >= 0.75 || features[i] !== 0) continue;
+      const p = ((reg.y0 + y) * before.width + reg.x0 + x) * 3;
+      const dR = after.pixels[p]! - before.pixels[p]!, dG = after.pixels[p + 1]! - before.pixels[p + 1]!, dB = after.pixels[p + 2]! - before.pixels[p + 2]!;
+      cb += -0.168736 * dR - 0.331264 * dG + 0.5 * dB;
+      cr += 0.5 * dR - 0.418688 * dG - 0.081312 * dB;
+      n++;
+    }
+  }
+  return n > 0 ? Math.hypot(cb / n, cr / n) : 0;
 }
 
 // Mesh points at the nose tip and at the middle of each cheek, and the radius of the discs around
