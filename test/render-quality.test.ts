@@ -285,7 +285,7 @@ describe("quality judge", () => {
     );
   });
 
-  it("fails a blurred box or a sharpened one (sharpness), a pasted rectangle (outside, seam or colour) and a shifted face (misplaced, by both models)", async () => {
+  it("fails a blurred box or a sharpened one (sharpness), a pasted rectangle (outside, seam or colour, and skin colour) and a shifted face (misplaced, by both models)", async () => {
     for (const clip of clips.filter((c) => !c.options.occluder && !c.hand)) {
       const blurred: RgbImage[] = [], sharpened: RgbImage[] = [], pasted: RgbImage[] = [], shifted: RgbImage[] = [];
       for (const [i, image] of clip.frames.entries()) {
@@ -307,6 +307,8 @@ describe("quality judge", () => {
       for (const score of sharpScores) expect(failures(score, ["sharpness"]), report(clip.name, [score])).not.toEqual([]);
       expect(clipFailures(summarise(sharpScores)), `${clip.name} sharpened box`).toContain(`median sharpness ${summarise(sharpScores).sharpness.toFixed(3)}`);
       for (const score of pasteScores) expect(failures(score, ["outside", "seam", "colourStep"]), report(clip.name, [score])).not.toEqual([]);
+      // The new face's photo keeps its own skin tone: the clip's median must be out of bounds.
+      expect(clipFailures(summarise(pasteScores)), `${clip.name} pasted rectangle`).toContain(`skinColour ${summarise(pasteScores).skinColour.toFixed(3)}`);
       // Both models must see it: face-api's landmarks judge where Human's mesh of the input is wrong.
       for (const score of shiftScores) {
         for (const measure of ["misplaced", "misplacedApi"] as const) expect(failures(score, [measure]), report(clip.name, [score])).not.toEqual([]);
