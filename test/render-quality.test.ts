@@ -308,7 +308,8 @@ describe("quality judge", () => {
       expect(clipFailures(summarise(sharpScores)), `${clip.name} sharpened box`).toContain(`median sharpness ${summarise(sharpScores).sharpness.toFixed(3)}`);
       for (const score of pasteScores) expect(failures(score, ["outside", "seam", "colourStep"]), report(clip.name, [score])).not.toEqual([]);
       // The new face's photo keeps its own skin tone: the clip's median must be out of bounds.
-      expect(clipFailures(summarise(pasteScores)), `${clip.name} pasted rectangle`).toContain(`skinColour ${summarise(pasteScores).skinColour.toFixed(3)}`);
+      const pasteSummary = summarise(pasteScores);
+      expect(clipFailures(pasteSummary), `${clip.name} pasted rectangle`).toContain(`skinColour ${pasteSummary.skinColour.toFixed(3)}`);
       // Both models must see it: face-api's landmarks judge where Human's mesh of the input is wrong.
       for (const score of shiftScores) {
         for (const measure of ["misplaced", "misplacedApi"] as const) expect(failures(score, [measure]), report(clip.name, [score])).not.toEqual([]);

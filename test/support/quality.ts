@@ -5,7 +5,7 @@ import { lidsLowered } from "../../src/faceswap/render/eye-openness.js";
 import { LOWERED_GROW } from "../../src/faceswap/render/expression.js";
 import { analyseImage } from "../../src/faceswap/render/sources.js";
 import { EYE_LIDS, FEATURE_OUTLINES, OVAL } from "../../src/faceswap/render/mesh.js";
-import { grownPolygon } from "../../src/faceswap/render/pixels.js";
+import { grownPolygon, YCBCR_OF_RGB } from "../../src/faceswap/render/pixels.js";
 import { iou } from "../../src/faceswap/render/tracker.js";
 import { WorkerPool } from "../../src/faceswap/render/worker-pool.js";
 import type { Logger } from "../../src/platform/logger.js";
@@ -353,6 +353,7 @@ export class QualityJudge {
           ? inputMarks(before, reg, EYE_LIDS.reduce((mesh, lid) => grownPolygon(mesh, lid, LOWERED_GROW), face.mesh), [...FEATURE_OUTLINES, ...EYE_LIDS])
           : inputMarks(before, reg, face.mesh, FEATURE_OUTLINES);
         const plain = Uint8Array.from(boxBlur(Float32Array.from(marks.dark), reg.w, reg.h, 1), (v) => (v > 0 ? 0 : 1));
+        const features = featureMask(reg, face.mesh, 1);
         scores.push({
           frame: f,
           face: i,
@@ -362,8 +363,8 @@ export class QualityJudge {
           sharpness: laplacianVariance(after, reg, plain) / Math.max(1e-6, laplacianVariance(before, reg, plain)),
           flicker: frameChange(after, afterNext, reg) / Math.max(0.5, frameChange(before, beforeNext, reg)),
           colourStep: colourStep(after, reg) - colourStep(before, reg),
-          tone: toneRatio(after, reg, face.mesh) / Math.max(1e-6, toneRatio(before, reg, face.mesh)),
-          skinColour: skinColourShift(before, after, reg, face.mesh),
+          tone: toneRatio(after, reg, features) / Math.max(1e-6, toneRatio(before, reg, features)),
+          skinColour: skinColourShift(before, after, reg, features),
           // Make-up sets the input's nose against its cheeks: on the pan's left face, painted white with
           // a black dot on the nose, every swap's natural pink nose tip scored 3-6.
           tint: marks.enough ? NaN : noseTint(after, face.mesh) - noseTint(before, face.mesh),
@@ -714,8 +715,8 @@ function featureMask(reg: Region, mesh: Float32Array, grow: number, outlines: re
   return Uint8Array.from(grown, (v) => (v > 0 ? 1 : 0));
 }
 
-function toneRatio(image: RgbImage, reg: Region, mesh: Float32Array): number {
-  const features = featureMask(reg, mesh, 1);
+/** `features`: featureMask of the face grown by 1, left out of the inner region (as in skinColourShift). */
+function toneRatio(image: RgbImage, reg: Region, features: Uint8Array): number {
   let inner = 0, ni = 0, outer = 0, no = 0;
   for (let y = 0; y < reg.h; y++) {
     for (let x = 0; x < reg.w; x++) {
@@ -733,9 +734,9 @@ function toneRatio(image: RgbImage, reg: Region, mesh: Float32Array): number {
   return ni > 0 && no > 0 ? inner / ni / Math.max(1, outer / no) : 1;
 }
 
-/** CbCr distance between the mean colours of `before` and `after` inside (r < 0.75, features left out). */
-function skinColourShift(before: RgbImage, after: RgbImage, reg: Region, mesh: Float32Array): number {
-  const features = featureMask(reg, mesh, 1);
+/** CbCr distance between the mean colours of `before` and `after` inside (r < 0.75, `features` left out, as in toneRatio). */
+function skinColourShift(before: RgbImage, after: RgbImage, reg: Region, features: Uint8Array): number {
+  const [, toCb, toCr] = YCBCR_OF_RGB;
   let cb = 0, cr = 0, n = 0;
   for (let y = 0; y < reg.h; y++) {
     for (let x = 0; x < reg.w; x++) {
@@ -743,8 +744,8 @@ function skinColourShift(before: RgbImage, after: RgbImage, reg: Region, mesh: F
       if (reg.r[i]! >= 0.75 || features[i] !== 0) continue;
       const p = ((reg.y0 + y) * before.width + reg.x0 + x) * 3;
       const dR = after.pixels[p]! - before.pixels[p]!, dG = after.pixels[p + 1]! - before.pixels[p + 1]!, dB = after.pixels[p + 2]! - before.pixels[p + 2]!;
-      cb += -0.168736 * dR - 0.331264 * dG + 0.5 * dB;
-      cr += 0.5 * dR - 0.418688 * dG - 0.081312 * dB;
+      cb += toCb![0] * dR + toCb![1] * dG + toCb![2] * dB;
+      cr += toCr![0] * dR + toCr![1] * dG + toCr![2] * dB;
       n++;
     }
   }

@@ -38,15 +38,6 @@ export const BROWS = [
 /** The features' outlines (brows, outer lips, eye openings): not skin-coloured, but the face's own. */
 export const FEATURE_OUTLINES: readonly (readonly number[])[] = [...BROWS, OUTER_LIPS, ...EYE_OPENINGS];
 
-/** The nose's base, from wing to wing below its tip: its wings and nostrils. */
-export const NOSE_BASE = [98, 97, 2, 326, 327, 294, 392, 458, 19, 238, 166, 64];
-
-/**
- * What a face's light is not measured on: its features, and its nose's base, whose nostrils are dark
- * and red by their shape, not by the light on them.
- */
-export const UNLIT_OUTLINES: readonly (readonly number[])[] = [...FEATURE_OUTLINES, NOSE_BASE];
-
 /** Sign of the summed signed area of the mesh's triangles: the winding of the side facing the camera. */
 export function facingSign(mesh: ArrayLike<number>, triangles: ArrayLike<number>): number {
   let sum = 0;
@@ -100,20 +91,24 @@ export function rasterise(
   }
 }
 
-/**
- * 1 inside `outlines` (by default the eye openings, outer lips and brows) of `mesh` in the patch, 0
- * elsewhere (in scratch buffer `name`).
- */
-export function featureMask(
-  name: string,
-  mesh: Float32Array,
-  x0: number,
-  y0: number,
-  w: number,
-  h: number,
-  outlines: readonly (readonly number[])[] = FEATURE_OUTLINES,
-): Float32Array {
+/** 1 on the eye openings, outer lips and brows of `mesh` in the patch, 0 elsewhere (in scratch buffer `name`). */
+export function featureMask(name: string, mesh: Float32Array, x0: number, y0: number, w: number, h: number): Float32Array {
   const mask = scratch(name, w * h).fill(0);
-  for (const polygon of outlines) fillPolygon(mask, w, h, mesh, polygon, x0, y0, 1);
+  for (const polygon of FEATURE_OUTLINES) fillPolygon(mask, w, h, mesh, polygon, x0, y0, 1);
+  return mask;
+}
+
+/** The nose's base, from wing to wing below its tip: its wings and nostrils. */
+export const NOSE_BASE = [98, 97, 2, 326, 327, 294, 392, 458, 19, 238, 166, 64];
+
+/**
+ * What a face's light is not measured on, in scratch buffer `name`: its `features` (featureMask of
+ * the same `mesh` and patch) and its nose's base, whose nostrils are dark and red by their shape, not
+ * by the light on them.
+ */
+export function unlitMask(name: string, features: Float32Array, mesh: Float32Array, x0: number, y0: number, w: number, h: number): Float32Array {
+  const mask = scratch(name, w * h);
+  mask.set(features);
+  fillPolygon(mask, w, h, mesh, NOSE_BASE, x0, y0, 1);
   return mask;
 }

@@ -2,7 +2,7 @@ import type { StyleVersion } from "../../platform/db/schema.js";
 import { pyramidBlend } from "./blend.js";
 import { targetExpression } from "./expression.js";
 import { matchGrain } from "./grain.js";
-import { BROWS, EYE_CORNERS, EYE_OPENINGS, facingSign, featureMask, INNER_LIPS, LIPS, OVAL, rasterise, signedArea, UNLIT_OUTLINES } from "./mesh.js";
+import { BROWS, EYE_CORNERS, EYE_OPENINGS, facingSign, featureMask, INNER_LIPS, LIPS, OVAL, rasterise, signedArea, unlitMask } from "./mesh.js";
 import { handMask, occlusion } from "./occlusion.js";
 import { boxBlur, fillPolygon, fromYCbCr, grownPolygon, pointBounds, sampleTriangle, toYCbCr, ycbcr } from "./pixels.js";
 import { pushPull } from "./push-pull.js";
@@ -314,8 +314,8 @@ export function swapFace(
   // same ratio. Nor on the nose's base: the target's nostrils, blurred, darkened the new face's nose
   // where its own nostrils were not and reddened its tip.
   const drawnFeatures = featureMask("drawnFeatures", drawnMesh, x0, y0, w, h);
-  const drawnUnlit = featureMask("drawnUnlit", drawnMesh, x0, y0, w, h, UNLIT_OUTLINES);
-  const targetUnlit = featureMask("targetUnlit", target, x0, y0, w, h, UNLIT_OUTLINES);
+  const drawnUnlit = unlitMask("drawnUnlit", drawnFeatures, drawnMesh, x0, y0, w, h);
+  const targetUnlit = unlitMask("targetUnlit", targetFeatures, target, x0, y0, w, h);
   const sourceSkin = scratch("sourceSkin", n), sourceLit = scratch("sourceLit", n), targetSkin = scratch("targetSkin", n);
   for (let i = 0; i < n; i++) {
     sourceSkin[i] = covered[i]! * (1 - drawnFeatures[i]!);
