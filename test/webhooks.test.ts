@@ -528,6 +528,46 @@ describe("history", () => {
     }
   });
 
+  it("trims to the newest attempts, keeping those recorded at the same instant as the oldest kept, and the deliveries still shown", async () => {
+    const { webhook } = await api().createWebhook({ url: "http://127.0.0.1:9/hook", events: ["request.completed"] });
+    const db = t.app.db;
+    const event = await db
+      .insertInto("webhook_events")
+      .values({ account_id: user.accountId, name: "request.completed", body: "{}", occurred_at: new Date() })
+      .returning("id")
+      .executeTakeFirstOrThrow();
+    // Six delivered deliveries, one attempt each; the third and fourth newest were recorded in one
+    // statement, so at one instant. A seventh, failed, whose attempt is the oldest.
+    const at = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s));
+    const seconds = [1, 2, 3, 4, 4, 5, 6];
+    const ids: string[] = [];
+    for (const [i, s] of seconds.entries()) {
+      const delivery = await db
+        .insertInto("webhook_deliveries")
+        .values({ event_id: event.id, webhook_id: webhook!.id, state: i === 0 ? "failed" : "delivered", attempts: 1 })
+        .returning("id")
+        .executeTakeFirstOrThrow();
+      ids.push(delivery.id);
+      await db
+        .insertInto("webhook_attempts")
+        .values({ delivery_id: delivery.id, webhook_id: webhook!.id, attempt: 1, status: i === 0 ? 500 : 200, success: i !== 0, latency_ms: 1, created_at: at(s) })
+        .execute();
+    }
+    const left = async () => ({
+      attempts: (await db.selectFrom("webhook_attempts").select("delivery_id").where("webhook_id", "=", webhook!.id).execute()).map((a) => a.delivery_id).sort(),
+      deliveries: (await db.selectFrom("webhook_deliveries").select("id").where("webhook_id", "=", webhook!.id).execute()).map((d) => d.id).sort(),
+    });
+
+    // The fourth newest ties with the third: both stay.
+    await repo.pruneHistory(db, webhook!.id, 3);
+    expect(await left()).toEqual({ attempts: ids.slice(3).sort(), deliveries: [ids[0]!, ...ids.slice(3)].sort() });
+    await repo.pruneHistory(db, webhook!.id, 2);
+    expect(await left()).toEqual({ attempts: ids.slice(5).sort(), deliveries: [ids[0]!, ...ids.slice(5)].sort() });
+    // More kept than there are: nothing goes.
+    await repo.pruneHistory(db, webhook!.id, 10);
+    expect((await left()).attempts).toHaveLength(2);
+  });
+
   it("keeps failed deliveries whose attempts were trimmed, so recover still finds them", async () => {
     const app = await startTestApp(await createTestDatabase(), { WEBHOOK_HISTORY_LIMIT: "3", WEBHOOK_RETRY_BASE_MS: "1" });
     const r = await receiver();

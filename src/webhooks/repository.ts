@@ -652,19 +652,25 @@ export async function listAttempts(db: Db, webhookId: string, limit: number): Pr
 }
 
 /**
- * Keeps only the newest `keep` attempts of a webhook, and drops the delivered deliveries whose
- * attempts all went with them: the history no longer shows them, so they can be neither resent nor
- * recovered. Failed, skipped and pending deliveries stay for recovery and retries. One statement,
- * bounded by the attempts made since the last prune.
+ * Keeps only the newest `keep` attempts of a webhook (and any recorded at the same instant as the
+ * oldest of them), and drops the delivered deliveries whose attempts all went with them: the history
+ * no longer shows them, so they can be neither resent nor recovered. Failed, skipped and pending
+ * deliveries stay for recovery and retries. One statement, bounded by the attempts made since the
+ * last prune.
  */
 export async function pruneHistory(db: Db, webhookId: string, keep: number): Promise<void> {
-  // Arrays rather than IN (subquery): as joins the planner hashed or merge-joined whole tables.
+  // The attempts go as one range of the history's index, below the oldest one kept. Picking them
+  // by id from the webhook's whole history, sorted, read and sorted every attempt the webhook had
+  // at each prune (the planner scanned the table for it), and looked each one up again to delete it.
+  // Arrays rather than IN (subquery) for the deliveries: as joins the planner hashed or merge-joined
+  // whole tables.
   await sql`${prepared("webhook_prune")}
-    with gone as (
-      delete from webhook_attempts where id = any (array(
-        select id from webhook_attempts where webhook_id = ${webhookId}
-        order by created_at desc offset ${keep}
-      ))
+    with oldest_kept as (
+      select created_at from webhook_attempts where webhook_id = ${webhookId}
+      order by created_at desc offset ${keep - 1} limit 1
+    ), gone as (
+      delete from webhook_attempts
+      where webhook_id = ${webhookId} and created_at < (select created_at from oldest_kept)
       -- A prune lost to a database crash is made by the next one.
       and ${withoutFlushWait}
       returning id, delivery_id
