@@ -22,11 +22,6 @@ export interface StyleParams {
   /** Peak opacity of the new face over the target. */
   opacity: number;
   /**
-   * How far the new face's low-frequency luminance moves to the target's (ratio of the two blurred
-   * over `lightRadius`): the target's shading and light, over the new face's own detail (0..1).
-   */
-  light: number;
-  /**
    * Share of the new face's chroma finer than that blur that stays off its skin, on its features (eyes,
    * brows, lips); its skin keeps SKIN_CHROMA_DETAIL whatever the style (see relight).
    */
@@ -35,6 +30,19 @@ export interface StyleParams {
   lightRadius: number;
   /** Most unsharp-mask amount on the warped face (0 = off); less where the footage is softer (see matchedSharpening). */
   sharpen: number;
+  /**
+   * How much more fine-band energy than the footage's the new face may keep before encoding (see
+   * matchedSharpening): x264 takes more of the new face's fine detail (low-contrast texture of a
+   * resampled photo) than of the footage's, which survived one encode already. v1 lays 40 % of the
+   * footage's own texture back over the new face (`keepTexture`), which x264 keeps as it keeps the
+   * footage's; v2's detail is all the photo's. At 1.0 the test clips' new faces kept 0.55-0.81 of the
+   * footage's Laplacian variance after encoding, where the footage alone keeps 0.72-0.75; at 1.4 (v2,
+   * its light moved 90 % of the way) 0.61-0.94. With the light moved all the way, a bright photo on
+   * darker footage keeps its detail's contrast only against the darker level, and v2 at 1.4 left the
+   * sofa's faces at 0.62 (the floor is 0.68); at 1.7 (and an unsharp mask of up to 2.8) they keep 0.73,
+   * the test clips 0.64-0.97.
+   */
+  sharpenHeadroom: number;
   /** Share of the target's own fine detail (high-pass) kept on top of the new face. */
   keepTexture: number;
   /** Feather width of the mask edge as a share of the face's size. */
@@ -50,28 +58,28 @@ export interface StyleParams {
  * (pixels far from its skin colour), relight the new face with the target's low-frequency light and
  * colour (the target's low band under the new face's high band; on skin only a little of the source's
  * finer chroma and none of its specular highlights stay, so a coloured light on the source photo does
- * not), and lay it on with a multi-band (Laplacian pyramid) blend whose support ends inside the
+ * not; its light and colour go all the way to the target's, so its brightness is the neck's), and lay it on with a multi-band (Laplacian pyramid) blend whose support ends inside the
  * target's visible face, so neither a seam nor a colour step shows. (A Poisson-style blend from the
  * outline's differences was tried and left out: hair and background along the outline stained the face
  * with bands.)
  *
  * v1 keeps more of the target's skin: 40 % of its fine texture on top of the new face, the new
- * face's light and colour all the way to the target's over a wide blur (25 % of the face) with 20 %
- * of its features' finer chroma, an unsharp mask on luma (up to 1.8, as v2's) against that blur's softness, the
+ * face's light and colour taken from a wide blur (25 % of the face) with 20 % of its features' finer
+ * chroma, an unsharp mask on luma (up to 1.8) against that blur's softness, the
  * features half way to the source's proportions, 95 % opacity and a wide feather (8 %). v2 keeps the
- * new face: its light moves 90 % of the way and its colour all of it, over 8 % of the face (the shading
- * of a turned head's far side is narrower than a wider blur), with 60 % of its features' finer chroma
- * (a tenth of the source's own skin tone kept left the faces of warm footage grey-pink), an unsharp
- * mask on luma restores the detail the warp and the new face's softer photo lose, but no more than
- * the footage shows under it, on skin and on the features each (see matchedSharpening; at most 2.2,
- * 30 % less on the features), the features take the source's proportions fully (less as the head
+ * new face: its light and colour come from a blur over 8 % of the face (the shading of a turned
+ * head's far side is narrower than a wider blur), with 60 % of its features' finer chroma (a tenth of
+ * the source's own skin tone kept left the faces of warm footage grey-pink, and a tenth of its light
+ * the darkest faces lighter than their necks), an unsharp mask on luma restores the detail the warp
+ * and the new face's softer photo lose, but no more than the footage shows under it, on skin and on
+ * the features each (see matchedSharpening; at most 2.8, 30 % less on the features), the features take the source's proportions fully (less as the head
  * turns, see `frontal`, or is bowed against the photo's, see `samePitch`), full opacity and a narrower
  * feather (4.5 %). The unsharp mask works on luma alone (on each channel, 1.0 doubled the speckles),
  * its change saturates, and it is weaker on the features, which are sharp already.
  */
 export const STYLES: Record<StyleVersion, StyleParams> = {
-  v1: { opacity: 0.95, light: 1, chromaDetail: 0.2, lightRadius: 0.25, sharpen: 1.8, keepTexture: 0.4, feather: 0.08, reshape: 0.5 },
-  v2: { opacity: 1, light: 0.9, chromaDetail: 0.6, lightRadius: 0.08, sharpen: 2.2, keepTexture: 0, feather: 0.045, reshape: 1 },
+  v1: { opacity: 0.95, chromaDetail: 0.2, lightRadius: 0.25, sharpen: 1.8, sharpenHeadroom: 1.4, keepTexture: 0.4, feather: 0.08, reshape: 0.5 },
+  v2: { opacity: 1, chromaDetail: 0.6, lightRadius: 0.08, sharpen: 2.8, sharpenHeadroom: 1.7, keepTexture: 0, feather: 0.045, reshape: 1 },
 };
 
 // The face outline stays where the target's is, so the blend edge follows the target's head; only the
@@ -325,7 +333,7 @@ export function swapFace(
   relight(warped, targetPatch, covered, sourceSkin, sourceLit, targetSkin, w, h, style, Math.max(1, style.lightRadius * faceSize));
   if (style.sharpen > 0) {
     const most = { skin: style.sharpen, features: style.sharpen * (1 - FEATURE_SHARPEN_DAMP) };
-    sharpenLuma(warped, w, h, matchedSharpening(warped, targetPatch, drawn, drawnFeatures, w, h, most), drawnFeatures);
+    sharpenLuma(warped, w, h, matchedSharpening(warped, targetPatch, drawn, drawnFeatures, w, h, most, style.sharpenHeadroom), drawnFeatures);
   }
   if (style.keepTexture > 0) addDetail(warped, targetPatch, w, h, style.keepTexture, Math.max(1, faceSize / 80));
   // Grain comes last: sharpened, it would be coarser than the footage's.
@@ -679,8 +687,7 @@ function pyramid(source: SourceFace, triangles: ArrayLike<number>, mirror: Int32
  * Moves the new face's low frequencies to the target's: each of Y, Cb and Cr of both is blurred over
  * `radius` (weighted by `fromLit` for the new face and `skin` for the target, so hair, background,
  * open mouth, occluders, the features and the nostrils do not count), then, over `from`, the new
- * face's luma is scaled by the ratio of the two (shading and light), `style.light` of the way, and its
- * chroma replaced by the target's (skin tone, a coloured light on the source photo). Detail finer than
+ * face's luma is scaled by the ratio of the two (shading and light) and its chroma replaced by the target's (skin tone, a coloured light on the source photo). Detail finer than
  * the blur stays the new face's: on its skin (`fromSkin`) little of its chroma, on its features more.
  */
 function relight(
@@ -722,8 +729,7 @@ function relight(
     if (ws < 1e-3 || wt < 1e-3) continue;
     const sy = field[i * 8]! / ws, ty = field[i * 8 + 4]! / wt;
     toYCbCr(warped, i * 3);
-    const ratio = Math.min(5, Math.max(0.2, (ty + 1) / (sy + 1)));
-    const gain = 1 + style.light * (ratio - 1);
+    const gain = Math.min(5, Math.max(0.2, (ty + 1) / (sy + 1)));
     const skin = fromSkin[i]!;
     // The source's specular highlights (a lit nose tip, forehead) are its light, not its face: on
     // skin, luma above the local level is compressed past HIGHLIGHT.
@@ -778,12 +784,6 @@ const FEATURE_SHARPEN_DAMP = 0.3;
 // softened) up to the style's fixed amounts.
 const SHARPEN_STEP = 0.05;
 const LEAST_SHARPEN = -0.5;
-// How much more fine-band energy than the footage's the new face may keep before encoding: x264
-// takes more of the new face's fine detail (low-contrast texture of a resampled photo) than of the
-// footage's, which survived one encode already. At 1.0 the test clips' new faces kept 0.55-0.81 of the
-// footage's Laplacian variance after encoding, where the footage alone keeps 0.72-0.75; at 1.4,
-// 0.61-0.94 and the turned clip's soft faces 0.77-1.19.
-const SHARPEN_HEADROOM = 1.4;
 
 /** Unsharp amounts on the new face's skin and on its features (see sharpenLuma). */
 interface Sharpening {
@@ -794,7 +794,7 @@ interface Sharpening {
 /**
  * Unsharp amounts that leave the new face no crisper than the footage's face under it, on its skin
  * and on its features each, at most `most`: on each, the largest at which the energy of the new
- * face's finest band of luma (luma minus its radius-1 blur) stays within SHARPEN_HEADROOM of the
+ * face's finest band of luma (luma minus its radius-1 blur) stays within `headroom` times the
  * footage's over the same pixels, well inside the drawn face (its outline is a step). Footage often
  * has smooth skin and crisp eyes and lips (make-up, a soft camera): one amount for both either etched
  * the source photo's skin texture into creases or left the features soft beside the hair, and the
@@ -803,7 +803,7 @@ interface Sharpening {
  * that content does not move, left every face soft: the warped photo's finest band is resampling
  * texture more than edges.)
  */
-function matchedSharpening(warped: Float32Array, target: Float32Array, drawn: Float32Array, features: Float32Array, w: number, h: number, most: Sharpening): Sharpening {
+function matchedSharpening(warped: Float32Array, target: Float32Array, drawn: Float32Array, features: Float32Array, w: number, h: number, most: Sharpening, headroom: number): Sharpening {
   const n = w * h;
   // Per pixel: the new face's luma and the footage's; then the new face's high-pass on skin and on features.
   const luma = scratch("sharpLuma", 2 * n), lumaBlurred = scratch("sharpLumaBlurred", 2 * n);
@@ -836,7 +836,7 @@ function matchedSharpening(warped: Float32Array, target: Float32Array, drawn: Fl
   const amount = ([ff, fe, ee, footage]: Float64Array, least: number, limit: number) => {
     if (!(ff! > 0)) return limit;
     let best = least;
-    for (let a = least; a <= limit + 1e-9 && ff! + 2 * a * fe! + a * a * ee! <= SHARPEN_HEADROOM * footage!; a += SHARPEN_STEP) best = a;
+    for (let a = least; a <= limit + 1e-9 && ff! + 2 * a * fe! + a * a * ee! <= headroom * footage!; a += SHARPEN_STEP) best = a;
     return Math.min(limit, best);
   };
   return { skin: amount(sums[0], LEAST_SHARPEN, most.skin), features: amount(sums[1], 0, most.features) };
