@@ -58,8 +58,9 @@ export interface StyleParams {
  * (pixels far from its skin colour), relight the new face with the target's low-frequency light and
  * colour (the target's low band under the new face's high band; on skin only a little of the source's
  * finer chroma and none of its specular highlights stay, so a coloured light on the source photo does
- * not; its light and colour go all the way to the target's, so its brightness is the neck's), and lay it on with a multi-band (Laplacian pyramid) blend whose support ends inside the
- * target's visible face, so neither a seam nor a colour step shows. (A Poisson-style blend from the
+ * not; its light and colour go all the way to the target's, so its brightness is the neck's), and lay
+ * it on with a multi-band (Laplacian pyramid) blend whose support ends inside the target's visible
+ * face, so neither a seam nor a colour step shows. (A Poisson-style blend from the
  * outline's differences was tried and left out: hair and background along the outline stained the face
  * with bands.)
  *
@@ -72,10 +73,11 @@ export interface StyleParams {
  * the source's own skin tone kept left the faces of warm footage grey-pink, and a tenth of its light
  * the darkest faces lighter than their necks), an unsharp mask on luma restores the detail the warp
  * and the new face's softer photo lose, but no more than the footage shows under it, on skin and on
- * the features each (see matchedSharpening; at most 2.8, 30 % less on the features), the features take the source's proportions fully (less as the head
- * turns, see `frontal`, or is bowed against the photo's, see `samePitch`), full opacity and a narrower
- * feather (4.5 %). The unsharp mask works on luma alone (on each channel, 1.0 doubled the speckles),
- * its change saturates, and it is weaker on the features, which are sharp already.
+ * the features each (see matchedSharpening; at most 2.8, 30 % less on the features), the features
+ * take the source's proportions fully (less as the head turns, see `frontal`, or is bowed against the
+ * photo's, see `samePitch`), full opacity and a narrower feather (4.5 %). The unsharp mask works on
+ * luma alone (on each channel, 1.0 doubled the speckles), its change saturates, and it is weaker on
+ * the features, which are sharp already.
  */
 export const STYLES: Record<StyleVersion, StyleParams> = {
   v1: { opacity: 0.95, chromaDetail: 0.2, lightRadius: 0.25, sharpen: 1.8, sharpenHeadroom: 1.4, keepTexture: 0.4, feather: 0.08, reshape: 0.5 },
@@ -687,8 +689,8 @@ function pyramid(source: SourceFace, triangles: ArrayLike<number>, mirror: Int32
  * Moves the new face's low frequencies to the target's: each of Y, Cb and Cr of both is blurred over
  * `radius` (weighted by `fromLit` for the new face and `skin` for the target, so hair, background,
  * open mouth, occluders, the features and the nostrils do not count), then, over `from`, the new
- * face's luma is scaled by the ratio of the two (shading and light) and its chroma replaced by the target's (skin tone, a coloured light on the source photo). Detail finer than
- * the blur stays the new face's: on its skin (`fromSkin`) little of its chroma, on its features more.
+ * face's luma is scaled by the ratio of the two (shading and light) and its chroma replaced by the
+ * target's (skin tone, a coloured light on the source photo). Detail finer than the blur stays the new face's: on its skin (`fromSkin`) little of its chroma, on its features more.
  */
 function relight(
   warped: Float32Array,
