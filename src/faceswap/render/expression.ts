@@ -1,4 +1,4 @@
-import { EYE_LIDS, EYE_OPENINGS, LIPS, OUTER_LIPS } from "./mesh.js";
+import { EYE_LIDS, EYE_OPENINGS, LIPS, NOSE_BASE, OUTER_LIPS } from "./mesh.js";
 import { boxBlur, fillPolygon, grownPolygon, sampleCubic } from "./pixels.js";
 import { scratch } from "./scratch.js";
 
@@ -14,6 +14,12 @@ const EYE_CORE = 0.6;
 // face-api 0.096 against 0.109) and the mouth looked no different.
 const LIP_MARGIN = 0.1;
 const LIP_EDGE = 0.02;
+// The nose's base (its wings and nostrils, NOSE_BASE) is the target's as it is, and the width of the
+// fade across its edge (a share of the face). The photo's nostrils, drawn through a nose seen from
+// below or turned (sample5's stairs), laid dark grey triangles along its wings and under its tip; the
+// target's own are the shape its nose has in that frame. The recognisers found more of the new face
+// so, not less (the bench clip, v2: face-api 0.095 to 0.110; the stairs 0.018 to 0.043).
+const NOSE_EDGE = 0.03;
 // Width of the fade around lowered lids, a share of the face: it lies on the lids' skin and the
 // cheek, where the relit new face and the target's skin match. Lowered, the lids are drawn a little
 // past each edge (EYE_LIDS): with only the opening grown by 30 or 60 % the target's, the photo's upper
@@ -48,10 +54,11 @@ const PARTS: readonly Part[] = [
   // then carries the whole eye, and two slightly different ones never show a lash line twice.
   { name: "lowered", outlines: EYE_LIDS, grow: LOWERED_GROW, edge: LOWERED_EDGE, fitted: EYE_LIDS, lids: true },
   { name: "lips", outlines: [OUTER_LIPS], grow: LIP_MARGIN, edge: LIP_EDGE, fitted: [LIPS] },
+  { name: "nose", outlines: [NOSE_BASE], grow: 0, edge: NOSE_EDGE, fitted: [NOSE_BASE] },
 ];
 
 /**
- * Lays the target's eye openings and lips (from the rgb24 `frame`, `width` wide) into the new face
+ * Lays the target's eye openings, lips and nose's base (from the rgb24 `frame`, `width` wide) into the new face
  * `face` (rgb floats over the patch at `x0, y0`, w x h) where `drawnMesh` puts them, softly: each is
  * carried from where the target's mesh has it to where the drawn one does by the least-squares affine
  * map between their points (the reshape moves and widens each eye and the mouth as one piece, which
