@@ -17,8 +17,8 @@ const LIP_EDGE = 0.02;
 // The nose's base (its wings and nostrils, NOSE_BASE) is the target's as it is, and the width of the
 // fade across its edge (a share of the face). The photo's nostrils, drawn through a nose seen from
 // below or turned (sample5's stairs), laid dark grey triangles along its wings and under its tip; the
-// target's own are the shape its nose has in that frame. The recognisers found more of the new face
-// so, not less (the bench clip, v2: face-api 0.095 to 0.110; the stairs 0.018 to 0.043).
+// target's own are the shape its nose has in that frame. face-api found more of the new face so (the
+// bench clip, v2: 0.095 to 0.110; the stairs 0.018 to 0.043), faceres about as much.
 const NOSE_EDGE = 0.03;
 // Width of the fade around lowered lids, a share of the face: it lies on the lids' skin and the
 // cheek, where the relit new face and the target's skin match. Lowered, the lids are drawn a little
