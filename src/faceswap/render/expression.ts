@@ -58,19 +58,20 @@ const PARTS: readonly Part[] = [
 ];
 
 /**
- * Lays the target's eye openings, lips and nose's base (from the rgb24 `frame`, `width` wide) into the new face
- * `face` (rgb floats over the patch at `x0, y0`, w x h) where `drawnMesh` puts them, softly: each is
- * carried from where the target's mesh has it to where the drawn one does by the least-squares affine
- * map between their points (the reshape moves and widens each eye and the mouth as one piece, which
- * that map undoes exactly), sampled bicubically (bilinear, the eyes came out softer than the face
- * around them). They are the target's expression: the new face's open eyes drawn into a smiling,
+ * Lays the target's eye openings, lips and nose's base (from the rgb24 `frame`, `width` wide) into
+ * the new face `face` (rgb floats over the patch at `x0, y0`, w x h) where `drawnMesh` puts them,
+ * softly: each is carried from where the target's mesh has it to where the drawn one does by the
+ * least-squares affine map between their points (the reshape moves and widens each eye and the
+ * mouth as one piece, which that map undoes exactly), sampled bicubically (bilinear, the eyes came
+ * out softer than the face around them). The eyes and lips are the target's expression (the nose's
+ * base is there for its shape, see NOSE_EDGE): the new face's open eyes drawn into a smiling,
  * squinting target's lids showed as pale rings and stared while the target blinked, and a smiling
- * photo's lips, stretched over a closed mouth, drew a smirk with a dark line of filled teeth on a face
- * that did not smile. Only the eye opening's middle (EYE_CORE) is the target's: on lids nearly closed
- * (a face looking down) the mesh's opening takes in the lids' edges, and the target's eye make-up came
- * with them as a pale glow. Lids lowered (`lowered`, 0..1, see lidsLowered) bring the target's whole
- * eyes, lids and all, that far: the mesh reads such lids as open, and the photo's open eyes drawn
- * round the target's lashes made a face looking down stare at the camera.
+ * photo's lips, stretched over a closed mouth, drew a smirk with a dark line of filled teeth on a
+ * face that did not smile. Only the eye opening's middle (EYE_CORE) is the target's: on lids nearly
+ * closed (a face looking down) the mesh's opening takes in the lids' edges, and the target's eye
+ * make-up came with them as a pale glow. Lids lowered (`lowered`, 0..1, see lidsLowered) bring the
+ * target's whole eyes, lids and all, that far: the mesh reads such lids as open, and the photo's
+ * open eyes drawn round the target's lashes made a face looking down stare at the camera.
  */
 export function targetExpression(
   face: Float32Array,

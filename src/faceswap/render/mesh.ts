@@ -10,8 +10,8 @@ export const OVAL = [
 
 // Polygons on the mesh (MediaPipe indices, in order around each): the eye openings (along the lids),
 // the inner and outer lips and the brows. The eye openings and lips carry the target's expression
-// (see `targetExpression`, which draws the target's NOSE_BASE too); they and the brows are not skin-coloured but are never taken for
-// something in front of the face (see `occlusion`).
+// (see `targetExpression`, which draws the target's NOSE_BASE too); they and the brows are not
+// skin-coloured but are never taken for something in front of the face (see `occlusion`).
 export const EYE_OPENINGS = [
   [33, 7, 163, 144, 145, 153, 154, 155, 133, 173, 157, 158, 159, 160, 161, 246],
   [263, 249, 390, 373, 374, 380, 381, 382, 362, 398, 384, 385, 386, 387, 388, 466],

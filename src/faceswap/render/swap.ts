@@ -690,7 +690,8 @@ function pyramid(source: SourceFace, triangles: ArrayLike<number>, mirror: Int32
  * `radius` (weighted by `fromLit` for the new face and `skin` for the target, so hair, background,
  * open mouth, occluders, the features and the nostrils do not count), then, over `from`, the new
  * face's luma is scaled by the ratio of the two (shading and light) and its chroma replaced by the
- * target's (skin tone, a coloured light on the source photo). Detail finer than the blur stays the new face's: on its skin (`fromSkin`) little of its chroma, on its features more.
+ * target's (skin tone, a coloured light on the source photo). Detail finer than the blur stays the
+ * new face's: on its skin (`fromSkin`) little of its chroma, on its features more.
  */
 function relight(
   warped: Float32Array,
