@@ -88,21 +88,35 @@ export function targetExpression(
     const strength = lids ? lowered : 1;
     if (strength <= 0) continue;
     const radius = Math.max(0.5, edge * faceSize);
-    const mask = scratch(name, w * h).fill(0);
-    for (const outline of outlines) fillPolygon(mask, w, h, grownPolygon(drawnMesh, outline, grow), outline, x0, y0, strength);
-    const soft = boxBlur(mask, scratch(`${name}Soft`, w * h), w, h, 1, radius);
-    outlines.forEach((outline, k) => {
-      const back = fitAffine(drawnMesh, targetMesh, fitted[k]!);
+    // Each outline is drawn over its box, padded for the grown outline and its fade; the mask and its
+    // fade cover those boxes only (over the whole patch, a fill and a blur per part cost as much as
+    // the drawing: the stairs' five faces, 10 ms of a frame's 50).
+    const boxes = outlines.map((outline) => {
       let minX = Infinity, minY = Infinity, maxX = -Infinity, maxY = -Infinity;
       for (const i of outline) {
         minX = Math.min(minX, drawnMesh[2 * i]!); maxX = Math.max(maxX, drawnMesh[2 * i]!);
         minY = Math.min(minY, drawnMesh[2 * i + 1]!); maxY = Math.max(maxY, drawnMesh[2 * i + 1]!);
       }
       const pad = Math.ceil(radius + Math.max(0, grow) * Math.max(maxX - minX, maxY - minY)) + 2;
-      for (let y = Math.max(0, Math.floor(minY - y0) - pad); y <= Math.min(h - 1, Math.ceil(maxY - y0) + pad); y++) {
-        for (let x = Math.max(0, Math.floor(minX - x0) - pad); x <= Math.min(w - 1, Math.ceil(maxX - x0) + pad); x++) {
-          const i = y * w + x, a = soft[i]!;
+      return {
+        x0: Math.max(0, Math.floor(minX - x0) - pad), x1: Math.min(w - 1, Math.ceil(maxX - x0) + pad),
+        y0: Math.max(0, Math.floor(minY - y0) - pad), y1: Math.min(h - 1, Math.ceil(maxY - y0) + pad),
+      };
+    });
+    const bx = Math.min(...boxes.map((b) => b.x0)), by = Math.min(...boxes.map((b) => b.y0));
+    const bw = Math.max(...boxes.map((b) => b.x1)) - bx + 1, bh = Math.max(...boxes.map((b) => b.y1)) - by + 1;
+    if (bw <= 0 || bh <= 0) continue;
+    const mask = scratch(name, bw * bh).fill(0);
+    for (const outline of outlines) fillPolygon(mask, bw, bh, grownPolygon(drawnMesh, outline, grow), outline, x0 + bx, y0 + by, strength);
+    const soft = boxBlur(mask, scratch(`${name}Soft`, bw * bh), bw, bh, 1, radius);
+    outlines.forEach((_, k) => {
+      const back = fitAffine(drawnMesh, targetMesh, fitted[k]!);
+      const box = boxes[k]!;
+      for (let y = box.y0; y <= box.y1; y++) {
+        for (let x = box.x0; x <= box.x1; x++) {
+          const a = soft[(y - by) * bw + x - bx]!;
           if (a <= 0) continue;
+          const i = y * w + x;
           const px = x0 + x + 0.5, py = y0 + y + 0.5;
           const tx = back[0] * px + back[1] * py + back[2] - 0.5, ty = back[3] * px + back[4] * py + back[5] - 0.5;
           sampleCubic(frame, width, height, tx, ty, sample, 0);
