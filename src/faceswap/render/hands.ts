@@ -9,12 +9,12 @@ import { modelInput, type MeshFrame } from "./upright.js";
  * models (handtrack finds the boxes, handlandmark-lite the 21 keypoints in each). A search costs several
  * times the face detection of a frame, so it runs only on frames with a face: while no hand is seen,
  * when something moves around a face (see `moved`), when a face's surroundings have changed since the
- * last search (see `drift`) and otherwise every HAND_INTERVAL-th such frame; once one is, every frame,
- * with the keypoints followed from the previous frame's hands (the landmark model alone on boxes
- * around them) and the boxes searched again on every HAND_REDETECT-th frame, so a second hand is not
- * missed for long. Each render has its own finder, and the hands it follows are its
- * own: Human keeps the hands it follows in one place per worker, which renders sharing a worker would
- * overwrite with each other's, so following runs the landmark model here instead.
+ * last search (see `drift`) and otherwise every HAND_INTERVAL-th such frame; once one is near a face
+ * (see nearAFace), every frame, with the keypoints followed from the previous frame's hands (the
+ * landmark model alone on boxes around them) and the boxes searched again on every HAND_REDETECT-th
+ * frame, so a second hand is not missed for long. Each render has its own finder, and the hands it
+ * follows are its own: Human keeps the hands it follows in one place per worker, which renders
+ * sharing a worker would overwrite with each other's, so following runs the landmark model here instead.
  */
 export class HandFinder {
   private sinceSearch = Infinity;
@@ -66,6 +66,10 @@ export class HandFinder {
     } else {
       this.hands = await this.follow(frame);
     }
+    // A hand away from every face (on a knee, a railing) changes no face; followed, it cost the
+    // landmark model on every frame and a search on every HAND_REDETECT-th. Let go, it is searched for
+    // again as any hand is, once something moves around a face.
+    this.hands = this.hands.filter((hand) => nearAFace(hand, boxes));
     return this.hands;
   }
 
@@ -192,6 +196,15 @@ function surroundings({ pixels, width, height }: RgbImage, [bx, by, bw, bh]: rea
     }
   }
   return cells;
+}
+
+/**
+ * Whether the bounds of `hand`'s keypoints reach into a face's box grown by half on every side: the
+ * area about each face that `moved` and `drift` watch.
+ */
+function nearAFace(hand: Float32Array, boxes: readonly (readonly number[])[]): boolean {
+  const { minX, minY, maxX, maxY } = pointBounds(hand);
+  return boxes.some(([bx, by, bw, bh]) => maxX >= bx! - bw! / 2 && minX <= bx! + 1.5 * bw! && maxY >= by! - bh! / 2 && minY <= by! + 1.5 * bh!);
 }
 
 /** The grid indices from the first whose pixel lies at or past `from` to the first at or past `to`, within `count`. */
