@@ -129,8 +129,9 @@ export class HandFinder {
     if (!previous) return true;
     // The grid points in any grown box, each counted once however many boxes hold it.
     const near = new Uint8Array(gw * gh);
-    for (const [bx, by, bw, bh] of boxes) {
-      const [x0, x1] = gridSpan(bx! - bw! / 2, bx! + 1.5 * bw!, gw), [y0, y1] = gridSpan(by! - bh! / 2, by! + 1.5 * bh!, gh);
+    for (const box of boxes) {
+      const { left, top, right, bottom } = aboutFace(box);
+      const [x0, x1] = gridSpan(left, right, gw), [y0, y1] = gridSpan(top, bottom, gh);
       for (let y = y0; y < y1; y++) near.fill(1, y * gw + x0, y * gw + x1);
     }
     let changed = 0, n = 0;
@@ -178,9 +179,9 @@ function drift(searched: ReadonlyArray<{ box: readonly number[]; luma: Float32Ar
  * by a pixel or two moves them little. The cells over the box itself are left out (NaN), as are cells
  * outside the frame: a face talks, blinks and turns, while a hand reaches it across its surroundings.
  */
-function surroundings({ pixels, width, height }: RgbImage, [bx, by, bw, bh]: readonly number[]): Float32Array {
+function surroundings({ pixels, width, height }: RgbImage, box: readonly number[]): Float32Array {
   const cells = new Float32Array(DRIFT_GRID * DRIFT_GRID).fill(NaN);
-  const left = bx! - bw! / 2, top = by! - bh! / 2, cw = (2 * bw!) / DRIFT_GRID, ch = (2 * bh!) / DRIFT_GRID;
+  const { left, top } = aboutFace(box), cw = (2 * box[2]!) / DRIFT_GRID, ch = (2 * box[3]!) / DRIFT_GRID;
   const [inner, outer] = [DRIFT_GRID / 4, (3 * DRIFT_GRID) / 4];
   for (let gy = 0; gy < DRIFT_GRID; gy++) {
     const y0 = Math.round(top + gy * ch), y1 = Math.max(y0 + 1, Math.round(top + (gy + 1) * ch));
@@ -198,13 +199,18 @@ function surroundings({ pixels, width, height }: RgbImage, [bx, by, bw, bh]: rea
   return cells;
 }
 
-/**
- * Whether the bounds of `hand`'s keypoints reach into a face's box grown by half on every side: the
- * area about each face that `moved` and `drift` watch.
- */
+/** A face's box ([x, y, width, height]) grown by half on every side: the area about it that `moved` and `drift` watch. */
+function aboutFace([bx, by, bw, bh]: readonly number[]): { left: number; top: number; right: number; bottom: number } {
+  return { left: bx! - bw! / 2, top: by! - bh! / 2, right: bx! + 1.5 * bw!, bottom: by! + 1.5 * bh! };
+}
+
+/** Whether the bounds of `hand`'s keypoints reach into the area about a face (see aboutFace). */
 function nearAFace(hand: Float32Array, boxes: readonly (readonly number[])[]): boolean {
   const { minX, minY, maxX, maxY } = pointBounds(hand);
-  return boxes.some(([bx, by, bw, bh]) => maxX >= bx! - bw! / 2 && minX <= bx! + 1.5 * bw! && maxY >= by! - bh! / 2 && minY <= by! + 1.5 * bh!);
+  return boxes.some((box) => {
+    const { left, top, right, bottom } = aboutFace(box);
+    return maxX >= left && minX <= right && maxY >= top && minY <= bottom;
+  });
 }
 
 /** The grid indices from the first whose pixel lies at or past `from` to the first at or past `to`, within `count`. */
