@@ -12,7 +12,7 @@ export PATH := $(NODE_DIR)/bin:$(PATH)
 endif
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all install browser gen lint typecheck build run migrate test bench clean
+.PHONY: all install browser gen lint contract typecheck build run migrate test bench clean
 
 all: lint test
 
@@ -34,10 +34,17 @@ install: node_modules/.installed
 gen: install
 	buf generate
 
+# proto/contract.binpb is the contract as served: a change to proto/ that would break its clients
+# (a field renumbered or removed, a method renamed) fails lint. `make contract` takes the new one,
+# for a break that is meant, or after adding to the API.
 lint: install
 	buf lint
+	buf breaking proto --against proto/contract.binpb
 	tsc --noEmit -p .
 	eslint .
+
+contract: install
+	buf build proto --exclude-source-info -o proto/contract.binpb
 
 typecheck: install
 	tsc --noEmit -p .
