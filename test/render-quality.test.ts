@@ -11,7 +11,7 @@ import { createLogger } from "../src/platform/logger.js";
 import { runFfmpeg } from "../src/platform/media/ffmpeg.js";
 import { addHand, makeClip, occluderBox, samplePhoto, type ClipOptions, type OccluderMask } from "./support/footage.js";
 import {
-  CHROMA_GRAIN_MEDIAN, clipFailures, failures, formatSummary, GRAIN_MEDIAN, IDENTITY_LIMITS, identityFailures, LIMITS, MARKS_LIMIT, occluderPaintedOver, QualityJudge, summarise, type FaceScore, type Measure,
+  CHROMA_GRAIN_MEDIAN, clipFailures, failures, formatSummary, GRAIN_MEDIAN, IDENTITY_LIMITS, identityFailures, LIMITS, MARKS_LIMIT, MARKS_SHADE_LIMIT, occluderPaintedOver, QualityJudge, summarise, type FaceScore, type Measure,
 } from "./support/quality.js";
 
 const artifacts = path.join(import.meta.dirname, "..", "test-artifacts", "render-quality");
@@ -344,6 +344,8 @@ describe("rendered faces", () => {
       // v1 keeps some of the footage's texture by design, make-up's edges among it (see MARKS_LIMIT).
       const marksLimit = style === "v1" ? MARKS_LIMIT.v1 : MARKS_LIMIT.max;
       if (!Number.isNaN(summary.marks)) expect(summary.marks, `share of the input's marks kept\n${text}`).toBeLessThan(marksLimit);
+      const shadeLimit = style === "v1" ? MARKS_SHADE_LIMIT.v1 : MARKS_SHADE_LIMIT.max;
+      if (!Number.isNaN(summary.marksShade)) expect(summary.marksShade, `shade of the darkest mark left\n${text}`).toBeLessThan(shadeLimit);
       // Identity, each clip: both recognisers for v2; v1 keeps the target's skin and light by design
       // (its weaker identity is documented) and answers to faceres.
       expect(identityFailures(summary).filter((failure) => style === "v2" || failure.startsWith("faceres")), text).toEqual([]);

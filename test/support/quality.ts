@@ -56,6 +56,12 @@ export interface FaceScore {
    */
   marks: number;
   /**
+   * How much darker than the face around it (in luma levels, clipped at 0) the place of the input's
+   * darkest mark is in the output, on average over the mark: a grey ghost of make-up, which `marks`,
+   * counting only what stays 15 levels darker, does not see. NaN where `marks` is.
+   */
+  marksShade: number;
+  /**
    * How far the output's face lies from the input's: the largest distance between a landmark of the
    * input's mesh and the same landmark of the mesh found in the output (LANDMARKS), over the distance
    * between the outer eye corners; Infinity where no face is found there (NaN for a face mostly behind
@@ -141,6 +147,14 @@ export const LIMITS = {
 export const MARKS_LIMIT = { max: 0.2, v1: 0.26 } as const;
 
 /**
+ * Bound on the median shade of the darkest mark left (marksShade), in luma levels, on the same faces.
+ * The input's own marks are at least 30 darker than the face around them; swaps left 2.0-4.0 in `v2`
+ * (the pan's painted face: the part of its diamond that meets the far eye stays, with the eye) and
+ * 4.9-6.0 in `v1`, which keeps the footage's texture. The bounds are about twice that.
+ */
+export const MARKS_SHADE_LIMIT = { max: 8, v1: 12 } as const;
+
+/**
  * Bounds on the median sharpness of a clip's swapped faces. Below: re-encoding alone leaves 0.72-0.75
  * of the test clips' Laplacian variance, and a renderer that sampled the source bilinearly scored
  * 0.66 (pan, v2), visibly softer than the footage. Where the footage itself, re-encoded as its own
@@ -216,7 +230,7 @@ export function failures(score: FaceScore, measures: readonly Measure[] = Object
   return measures.flatMap((name) => (judged(name) && outside(score[name], LIMITS[name]) ? [`${name} ${score[name].toFixed(3)}`] : []));
 }
 
-export type Summary = Record<Measure | keyof typeof IDENTITY_LIMITS | "marks" | "grain" | "chromaGrain", number> & {
+export type Summary = Record<Measure | keyof typeof IDENTITY_LIMITS | "marks" | "marksShade" | "grain" | "chromaGrain", number> & {
   /** Share of the faces that fail any of LIMITS. */
   failing: number;
   /** Share of the faces that fail any of EVERY_FACE. */
@@ -233,6 +247,7 @@ export function summarise(scores: FaceScore[]): Summary {
   const names = [...Object.keys(LIMITS), ...Object.keys(IDENTITY_LIMITS)] as (Measure | keyof typeof IDENTITY_LIMITS)[];
   const medians = Object.fromEntries(names.map((name) => [name, median(scores.map((s) => s[name]))])) as Summary;
   medians.marks = median(scores.map((s) => s.marks));
+  medians.marksShade = median(scores.map((s) => s.marksShade));
   medians.grain = median(scores.map((s) => s.grain));
   medians.chromaGrain = median(scores.map((s) => s.chromaGrain));
   const share = (failing: (s: FaceScore) => boolean) => scores.filter(failing).length / Math.max(1, scores.length);
@@ -271,7 +286,7 @@ export function formatSummary(summary: Summary): string {
   return (
     `outside ${summary.outside.toFixed(3)} speckles ${summary.speckles.toFixed(2)} seam ${summary.seam.toFixed(2)} ` +
     `sharpness ${summary.sharpness.toFixed(2)} flicker ${summary.flicker.toFixed(2)} colour ${summary.colourStep.toFixed(1)} ` +
-    `tone ${summary.tone.toFixed(2)} skin colour ${summary.skinColour.toFixed(1)} tint ${summary.tint.toFixed(1)} marks ${summary.marks.toFixed(2)} grain ${summary.grain.toFixed(2)} chroma grain ${summary.chromaGrain.toFixed(2)} misplaced ${summary.misplaced.toFixed(2)} (face-api ${summary.misplacedApi.toFixed(2)}) ` +
+    `tone ${summary.tone.toFixed(2)} skin colour ${summary.skinColour.toFixed(1)} tint ${summary.tint.toFixed(1)} marks ${summary.marks.toFixed(2)} (shade ${summary.marksShade.toFixed(1)}) grain ${summary.grain.toFixed(2)} chroma grain ${summary.chromaGrain.toFixed(2)} misplaced ${summary.misplaced.toFixed(2)} (face-api ${summary.misplacedApi.toFixed(2)}) ` +
     `faceres ${summary.faceres.toFixed(3)} face-api ${summary.faceApi.toFixed(3)} failing ${(summary.failing * 100).toFixed(0)}% ` +
     `(${EVERY_FACE.join("/")}: ${(summary.failingEvery * 100).toFixed(0)}%)`
   );
@@ -368,7 +383,7 @@ export class QualityJudge {
           // Make-up sets the input's nose against its cheeks: on the pan's left face, painted white with
           // a black dot on the nose, every swap's natural pink nose tip scored 3-6.
           tint: marks.enough ? NaN : noseTint(after, face.mesh) - noseTint(before, face.mesh),
-          marks: marksKept(after, reg, marks),
+          ...marksLeft(after, reg, marks),
           grain: grainRatio(before, after, reg, plain, LUMA, GRAIN_JUDGED),
           chromaGrain: grainRatio(before, after, reg, plain, CHROMA, CHROMA_GRAIN_JUDGED),
           misplaced: steady[i]! ? landmarkShift(face, sameFace(face, swapped), occluders?.[f], before.width) : NaN,
@@ -902,20 +917,47 @@ function inputMarks(before: RgbImage, reg: Region, mesh: Float32Array, features:
   return { dark, radius, enough: count >= MIN_MARKS * n };
 }
 
-function marksKept(after: RgbImage, reg: Region, marks: Marks): number {
-  if (!marks.enough) return NaN;
+/** `marks` and `marksShade` of FaceScore. */
+function marksLeft(after: RgbImage, reg: Region, marks: Marks): { marks: number; marksShade: number } {
+  if (!marks.enough) return { marks: NaN, marksShade: NaN };
   const plain = lumaPlane(after, reg, marks.radius, 2);
+  const below = new Float32Array(reg.w * reg.h);
   let count = 0, kept = 0;
   for (let y = 0; y < reg.h; y++) {
     for (let x = 0; x < reg.w; x++) {
       const i = y * reg.w + x;
       if (marks.dark[i] === 0) continue;
       count++;
-      if (lumaOf(after, reg.x0 + x, reg.y0 + y) < plain[i]! - 15) kept++;
+      below[i] = plain[i]! - lumaOf(after, reg.x0 + x, reg.y0 + y);
+      if (below[i]! > 15) kept++;
     }
   }
-  return kept / Math.max(1, count);
+  // Per mark (its connected pixels), the darkest mark's mean: a ghost is one mark's, and averaged
+  // over all of them the face's own shading beside the eyes hid it.
+  const minArea = MARK_AREA * faceSize(reg) ** 2;
+  const seen = new Uint8Array(reg.w * reg.h);
+  let shade = 0;
+  for (let start = 0; start < seen.length; start++) {
+    if (marks.dark[start] === 0 || seen[start] === 1) continue;
+    seen[start] = 1;
+    const members = [start];
+    for (let next = 0; next < members.length; next++) {
+      const i = members[next]!, x = i % reg.w;
+      for (const j of [x > 0 ? i - 1 : -1, x < reg.w - 1 ? i + 1 : -1, i - reg.w, i + reg.w]) {
+        if (j < 0 || j >= seen.length || marks.dark[j] === 0 || seen[j] === 1) continue;
+        seen[j] = 1;
+        members.push(j);
+      }
+    }
+    if (members.length < minArea) continue;
+    shade = Math.max(shade, members.reduce((sum, i) => sum + Math.max(0, below[i]!), 0) / members.length);
+  }
+  return { marks: kept / Math.max(1, count), marksShade: shade };
 }
+
+// The least area, a share of the face's size squared, of a mark whose shade counts: a dot of make-up
+// at 576 px, not a pixel or two of a lash.
+const MARK_AREA = 0.003;
 
 const TILE = 128;
 
