@@ -44,7 +44,7 @@ export function occlusion(
     toYCbCr(target, i * 3);
     return skinLike(mean, spread, 5);
   }, place);
-  const dark = DARK_SHARE * (medianModel(target, n, (i) => core[i] === 1)?.mean[0] ?? 0);
+  const dark = DARK_SHARE * (medianLuma(target, n, (i) => core[i] === 1) ?? 0);
   const off = scratch("off", n).fill(0), darker = scratch("darker", n).fill(0);
   for (let i = 0; i < n; i++) {
     if (covered[i] === 0 || features[i] === 1 || hand[i] === 1) continue;
@@ -193,6 +193,19 @@ function colourModel(target: Float32Array, n: number, include: (i: number) => bo
 const MIN_SPREAD = 2;
 // Histogram bins per YCbCr unit, over -HALF_RANGE..HALF_RANGE (luma is moved down by 128 into it).
 const BINS_PER_UNIT = 2, HALF_RANGE = 128, BINS = 2 * HALF_RANGE * BINS_PER_UNIT;
+
+/** Median luma of the picked pixels, as medianModel's (a histogram of half units), in one pass. */
+export function medianLuma(target: Float32Array, n: number, include: (i: number) => boolean): number | undefined {
+  const histogram = scratch("lumaHistogram", BINS).fill(0);
+  let count = 0;
+  for (let i = 0; i < n; i++) {
+    if (!include(i)) continue;
+    const y = 0.299 * target[i * 3]! + 0.587 * target[i * 3 + 1]! + 0.114 * target[i * 3 + 2]!;
+    histogram[Math.min(BINS - 1, Math.max(0, Math.floor(y * BINS_PER_UNIT)))]!++;
+    count++;
+  }
+  return count < 32 ? undefined : binMiddle(histogram, 0, count) + HALF_RANGE;
+}
 
 /** Median and scaled median absolute deviation per YCbCr channel of the picked pixels (histograms of half units). */
 export function medianModel(target: Float32Array, n: number, include: (i: number) => boolean): { mean: number[]; spread: number[] } | undefined {
@@ -409,4 +422,97 @@ function convexHull(points: Float32Array): number[] {
     return chain;
   };
   return [...half(order), ...half([...order].reverse())];
+}
+
+// How far past the marks `notSkin` finds their soft edges reach, as a share of the face.
+export const MARK_EDGE = 0.03;
+// A mark is darker than this share of the skin's median luma: make-up, a mole. Not the target's
+// eyes past the mesh's openings (grown by EYE_REACH of their size), nor its lighter marks (a white eye
+// shadow), which leave no grey ghost; counted as marks, they moved the speckles and light around the
+// eyes of faces that wore no make-up.
+const MARK_DARK = 0.7;
+const EYE_REACH = 0.4;
+// A box blur's output above this holds some of its input: running sums leave about 1e-8 where it holds none.
+const RESIDUE = 0.02;
+
+/**
+ * The target's dark marks inside the face (see MARK_DARK), of the pixels occlusion() found (`notSkin`) that are
+ * not kept as occluders, grown by MARK_EDGE to take in their soft edges; undefined without any.
+ */
+export function darkMarks(
+  notSkin: Float32Array,
+  keep: Float32Array,
+  targetPatch: Float32Array,
+  drawn: Float32Array,
+  unlit: Float32Array,
+  mesh: Float32Array,
+  { x0, y0, w, h, faceSize }: PatchPlace,
+): Float32Array | undefined {
+  const n = w * h;
+  // Only above the mouth, along the face's own axis (the eyes' middle to the chin): below it a dark
+  // blob is far more often a lock of hair at the jaw or the shadow under a lip than paint, and a lock
+  // found in one frame of twelve on the sofa's looking-down face, covered there, changed how the
+  // encoder kept that face's detail in the frames after it.
+  const ex = (mesh[2 * 33]! + mesh[2 * 263]!) / 2, ey = (mesh[2 * 33 + 1]! + mesh[2 * 263 + 1]!) / 2;
+  const ax = mesh[2 * 152]! - ex, ay = mesh[2 * 152 + 1]! - ey, axis = Math.max(1e-6, ax * ax + ay * ay);
+  const mouth = (((mesh[2 * 61]! + mesh[2 * 291]!) / 2 - ex) * ax + ((mesh[2 * 61 + 1]! + mesh[2 * 291 + 1]!) / 2 - ey) * ay) / axis;
+  const eyes = scratch("marksEyes", n).fill(0);
+  for (const polygon of EYE_OPENINGS) fillPolygon(eyes, w, h, grownPolygon(mesh, polygon, EYE_REACH), polygon, x0, y0, 1);
+  const marks = scratch("marks", n).fill(0);
+  let any = false;
+  for (let i = 0; i < n; i++) {
+    if (notSkin[i] === 0 || keep[i] === 1 || eyes[i] === 1 || unlit[i]! > 0) continue;
+    const px = x0 + (i % w) + 0.5 - ex, py = y0 + Math.floor(i / w) + 0.5 - ey;
+    if ((px * ax + py * ay) / axis >= mouth) continue;
+    marks[i] = 1;
+    any = true;
+  }
+  // Most faces have no candidates left by now: the luma and the occluders' surroundings, which cost
+  // more, are measured only for those that do.
+  if (!any) return undefined;
+  const skin = medianLuma(targetPatch, n, (i) => drawn[i]! > 0 && notSkin[i] === 0 && unlit[i] === 0);
+  if (skin === undefined) return undefined;
+  // Nor beside an occluder kept at the outline: there a dark patch is a piece of it (a lock of the
+  // hair over a brow, cut off from the rest by the clusters).
+  const nearKept = boxBlur(keep, scratch("marksNearKept", n), w, h, 1, Math.max(1, MARK_EDGE * faceSize));
+  any = false;
+  for (let i = 0; i < n; i++) {
+    if (marks[i] === 0) continue;
+    toYCbCr(targetPatch, i * 3);
+    if (nearKept[i]! > RESIDUE || ycbcr[0] >= MARK_DARK * skin) marks[i] = 0;
+    else any = true;
+  }
+  if (!any) return undefined;
+  // Painted marks are blobs; a strand of hair across the face is a line. Without this the new face
+  // went over the strands of the sofa's looking-down face, and its sharpness went with them.
+  for (const members of regions(marks, w, h)) if (!blob(members, w, MARK_AREA * faceSize * faceSize)) for (const i of members) marks[i] = 0;
+  const out = boxBlur(marks, scratch("marksNear", n), w, h, 1, Math.max(1, MARK_EDGE * faceSize));
+  for (let i = 0; i < n; i++) out[i] = out[i]! > RESIDUE ? 1 : 0;
+  return out;
+}
+
+// A blob holds at least MARK_AREA of the face's size squared, fills BLOB_FILL of its bounding box and
+// is at most BLOB_ELONGATION times as long as it is wide (from its second moments).
+const MARK_AREA = 0.003;
+const BLOB_FILL = 0.3;
+const BLOB_ELONGATION = 2.5;
+
+function blob(members: readonly number[], w: number, minArea: number): boolean {
+  if (members.length < minArea) return false;
+  let minX = Infinity, maxX = -Infinity, minY = Infinity, maxY = -Infinity, sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
+  for (const i of members) {
+    const x = i % w, y = (i - x) / w;
+    [minX, maxX, minY, maxY] = [Math.min(minX, x), Math.max(maxX, x), Math.min(minY, y), Math.max(maxY, y)];
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    syy += y * y;
+    sxy += x * y;
+  }
+  const n = members.length;
+  if (n < BLOB_FILL * (maxX - minX + 1) * (maxY - minY + 1)) return false;
+  const vx = sxx / n - (sx / n) ** 2, vy = syy / n - (sy / n) ** 2, cxy = sxy / n - (sx / n) * (sy / n);
+  const root = Math.sqrt(((vx - vy) / 2) ** 2 + cxy * cxy);
+  const major = (vx + vy) / 2 + root, minor = Math.max(1e-6, (vx + vy) / 2 - root);
+  return Math.sqrt(major / minor) <= BLOB_ELONGATION;
 }

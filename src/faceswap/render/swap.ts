@@ -3,7 +3,7 @@ import { pyramidBlend } from "./blend.js";
 import { targetExpression } from "./expression.js";
 import { matchGrain } from "./grain.js";
 import { BROWS, EYE_CORNERS, EYE_OPENINGS, facingSign, featureMask, INNER_LIPS, LIPS, OVAL, rasterise, signedArea, unlitMask } from "./mesh.js";
-import { handMask, occlusion } from "./occlusion.js";
+import { darkMarks, handMask, MARK_EDGE, occlusion } from "./occlusion.js";
 import { boxBlur, fillPolygon, fromYCbCr, grownPolygon, pointBounds, sampleTriangle, toYCbCr, ycbcr } from "./pixels.js";
 import { pushPull } from "./push-pull.js";
 import { scratch } from "./scratch.js";
@@ -326,11 +326,15 @@ export function swapFace(
   const drawnFeatures = featureMask("drawnFeatures", drawnMesh, x0, y0, w, h);
   const drawnUnlit = unlitMask("drawnUnlit", drawnFeatures, drawnMesh, x0, y0, w, h);
   const targetUnlit = unlitMask("targetUnlit", targetFeatures, target, x0, y0, w, h);
+  // Nor on what is not skin, nor on the soft edges of the target's dark marks, which pass for skin by
+  // colour: darker than the skin, the edges of a painted diamond under an eye lowered the light there
+  // and left a grey ghost of it on the new face.
+  const marks = notSkin && darkMarks(notSkin, keep, targetPatch, drawn, targetUnlit, target, place);
   const sourceSkin = scratch("sourceSkin", n), sourceLit = scratch("sourceLit", n), targetSkin = scratch("targetSkin", n);
   for (let i = 0; i < n; i++) {
     sourceSkin[i] = covered[i]! * (1 - drawnFeatures[i]!);
     sourceLit[i] = covered[i]! * (1 - drawnUnlit[i]!);
-    targetSkin[i] = notSkin ? drawn[i]! * (1 - targetUnlit[i]!) * (1 - notSkin[i]!) : drawn[i]! * (1 - targetUnlit[i]!);
+    targetSkin[i] = drawn[i]! * (1 - targetUnlit[i]!) * (notSkin ? 1 - notSkin[i]! : 1) * (marks ? 1 - marks[i]! : 1);
   }
   relight(warped, targetPatch, covered, sourceSkin, sourceLit, targetSkin, w, h, style, Math.max(1, style.lightRadius * faceSize));
   if (style.sharpen > 0) {
@@ -347,6 +351,7 @@ export function swapFace(
   // style's feather, each band of the pyramid over its own scale (see pyramidBlend).
   const support = featherMask(drawn, w, h, Math.max(1, SUPPORT_FEATHER * faceSize), "support");
   const weight = featherMask(inside, w, h, Math.max(1, style.feather * faceSize), "weight");
+  if (marks) coverMarks(weight, marks, inside, w, h, Math.max(1, MARK_EDGE * faceSize));
   const trust = featherMask(trusted, w, h, Math.max(1, style.feather * faceSize), "trustMask", TRUST_FADE);
   for (let i = 0; i < n; i++) weight[i]! *= style.opacity * trust[i]!;
   const blended = scratch("blended", n * 3);
@@ -375,6 +380,16 @@ const TRUST_FADE = [0.25, 0.75] as const;
 
 // Width of the blend's support's own fade, as a share of the face: about a pixel on small faces.
 const SUPPORT_FEATHER = 0.012;
+
+/**
+ * Raises `weight` to the new face's whole over `marks` inside the face, faded in over `fade` pixels.
+ * Where a mark reaches the face's outline (a painted diamond under the far eye of a turned head), the
+ * feather and the blend's coarse bands mixed the target's mark into the new face as a grey ghost.
+ */
+function coverMarks(weight: Float32Array, marks: Float32Array, inside: Float32Array, w: number, h: number, fade: number): void {
+  const soft = boxBlur(marks, scratch("marksSoft", marks.length), w, h, 1, Math.max(1, fade / 3));
+  for (let i = 0; i < marks.length; i++) weight[i] = Math.max(weight[i]!, Math.min(1, 2 * soft[i]!) * inside[i]!);
+}
 
 /**
  * Writes the rgb float pixel at `p` of `rgb` into `frame` at `q`, rounded; a colour out of range is
