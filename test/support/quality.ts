@@ -5,6 +5,7 @@ import { lidsLowered } from "../../src/faceswap/render/eye-openness.js";
 import { LOWERED_GROW } from "../../src/faceswap/render/expression.js";
 import { analyseImage } from "../../src/faceswap/render/sources.js";
 import { EYE_LIDS, FEATURE_OUTLINES, OVAL } from "../../src/faceswap/render/mesh.js";
+import { regions } from "../../src/faceswap/render/occlusion.js";
 import { grownPolygon, YCBCR_OF_RGB } from "../../src/faceswap/render/pixels.js";
 import { iou } from "../../src/faceswap/render/tracker.js";
 import { WorkerPool } from "../../src/faceswap/render/worker-pool.js";
@@ -935,20 +936,8 @@ function marksLeft(after: RgbImage, reg: Region, marks: Marks): { marks: number;
   // Per mark (its connected pixels), the darkest mark's mean: a ghost is one mark's, and averaged
   // over all of them the face's own shading beside the eyes hid it.
   const minArea = MARK_AREA * faceSize(reg) ** 2;
-  const seen = new Uint8Array(reg.w * reg.h);
   let shade = 0;
-  for (let start = 0; start < seen.length; start++) {
-    if (marks.dark[start] === 0 || seen[start] === 1) continue;
-    seen[start] = 1;
-    const members = [start];
-    for (let next = 0; next < members.length; next++) {
-      const i = members[next]!, x = i % reg.w;
-      for (const j of [x > 0 ? i - 1 : -1, x < reg.w - 1 ? i + 1 : -1, i - reg.w, i + reg.w]) {
-        if (j < 0 || j >= seen.length || marks.dark[j] === 0 || seen[j] === 1) continue;
-        seen[j] = 1;
-        members.push(j);
-      }
-    }
+  for (const members of regions(Float32Array.from(marks.dark), reg.w, reg.h)) {
     if (members.length < minArea) continue;
     shade = Math.max(shade, members.reduce((sum, i) => sum + Math.max(0, below[i]!), 0) / members.length);
   }

@@ -502,7 +502,10 @@ function blob(members: readonly number[], w: number, minArea: number): boolean {
   let minX = Infinity, maxX = -Infinity, minY = Infinity, maxY = -Infinity, sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
   for (const i of members) {
     const x = i % w, y = (i - x) / w;
-    [minX, maxX, minY, maxY] = [Math.min(minX, x), Math.max(maxX, x), Math.min(minY, y), Math.max(maxY, y)];
+    minX = Math.min(minX, x);
+    maxX = Math.max(maxX, x);
+    minY = Math.min(minY, y);
+    maxY = Math.max(maxY, y);
     sx += x;
     sy += y;
     sxx += x * x;
