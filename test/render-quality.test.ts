@@ -2,6 +2,7 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { VIDEO_ENCODING } from "../src/faceswap/render/ffmpeg-frames.js";
 import { decodeFrames, type RgbImage } from "../src/faceswap/render/images.js";
 import { createFaceSwapEngine } from "../src/faceswap/render/index.js";
 import type { FaceData } from "../src/faceswap/render/protocol.js";
@@ -92,9 +93,9 @@ const HAND_PAINTED = 0.045;
 /** How far the median tone on dark footage may be from the input's (see "dark footage"). */
 const DARK_TONE_OFF = 0.04;
 
-/** `input` encoded again as the renderer encodes its output (x264 veryfast, yuv420p), through `filters` if any. */
+/** `input` encoded again as the renderer encodes its output (VIDEO_ENCODING), through `filters` if any. */
 async function reencode(input: string, output: string, filters: string[] = []): Promise<void> {
-  await runFfmpeg(["-y", "-loglevel", "error", "-i", input, ...filters, "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p", output]);
+  await runFfmpeg(["-y", "-loglevel", "error", "-i", input, ...filters, ...VIDEO_ENCODING, output]);
 }
 
 async function frames(video: string): Promise<RgbImage[]> {

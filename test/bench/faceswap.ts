@@ -2,6 +2,7 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { createClient, type AtriumClient } from "../../src/client/index.js";
+import { VIDEO_ENCODING } from "../../src/faceswap/render/ffmpeg-frames.js";
 import { runFfmpeg } from "../../src/platform/media/ffmpeg.js";
 import { makeClip, samplePhoto } from "../support/footage.js";
 import { quantile, type LoadResult } from "./load.js";
@@ -74,7 +75,7 @@ export async function benchFaceSwap(server: ServerProcess, adminToken: string): 
     const started = performance.now();
     await runFfmpeg([
       "-y", "-loglevel", "error", "-ss", "0", "-t", String(CLIP_SECONDS), "-i", clip,
-      "-vf", `scale=${job.width}:${job.height}`, "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p", "-c:a", "aac",
+      "-vf", `scale=${job.width}:${job.height}`, ...VIDEO_ENCODING, "-c:a", "aac",
       "-movflags", "+faststart", path.join(dir, "ffmpeg.mp4"),
     ]);
     return { baseline, creates, job, ffmpegMs: performance.now() - started };

@@ -5,6 +5,7 @@ import { createFaceSwapEngine, type RendererOptions } from "../../src/faceswap/r
 import type { FaceSwapMode, StyleVersion } from "../../src/platform/db/schema.js";
 import { createLogger } from "../../src/platform/logger.js";
 import { runFfmpeg } from "../../src/platform/media/ffmpeg.js";
+import { VIDEO_ENCODING } from "../../src/faceswap/render/ffmpeg-frames.js";
 import { decodeFrames } from "../../src/faceswap/render/images.js";
 import type { RenderRequest } from "../../src/faceswap/renderer.js";
 import { makeClip, samplePhoto } from "../support/footage.js";
@@ -126,8 +127,7 @@ export async function benchRender(): Promise<RenderRun[]> {
 async function plainEncode(clip: string, width: number, height: number, output: string): Promise<number> {
   const started = performance.now();
   await runFfmpeg([
-    "-y", "-loglevel", "error", "-i", clip, "-vf", `scale=${width}:${height}`, "-c:v", "libx264", "-preset", "veryfast",
-    "-pix_fmt", "yuv420p", "-c:a", "aac", "-movflags", "+faststart", output,
+    "-y", "-loglevel", "error", "-i", clip, "-vf", `scale=${width}:${height}`, ...VIDEO_ENCODING, "-c:a", "aac", "-movflags", "+faststart", output,
   ]);
   return (SECONDS * FPS) / ((performance.now() - started) / 1000);
 }
