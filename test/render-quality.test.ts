@@ -12,7 +12,7 @@ import { createLogger } from "../src/platform/logger.js";
 import { runFfmpeg } from "../src/platform/media/ffmpeg.js";
 import { addHand, makeClip, occluderBox, samplePhoto, type ClipOptions, type OccluderMask } from "./support/footage.js";
 import {
-  CHROMA_GRAIN_MEDIAN, clipFailures, failures, formatSummary, GRAIN_MEDIAN, IDENTITY_LIMITS, identityFailures, LIMITS, MARKS_LIMIT, MARKS_SHADE_LIMIT, occluderPaintedOver, QualityJudge, summarise, type FaceScore, type Measure,
+  briefRuns, CHROMA_GRAIN_MEDIAN, clipFailures, failures, formatSummary, GRAIN_MEDIAN, IDENTITY_LIMITS, identityFailures, LIMITS, MARKS_LIMIT, MARKS_SHADE_LIMIT, occluderPaintedOver, QualityJudge, summarise, type FaceScore, type Measure,
 } from "./support/quality.js";
 
 const artifacts = path.join(import.meta.dirname, "..", "test-artifacts", "render-quality");
@@ -239,6 +239,17 @@ function shiftedFaces(image: RgbImage, faces: FaceData[]): RgbImage {
 // with other test files beside it, was 270 s (the calibration), and the same machine runs up to twice
 // as slowly on another day: one bound for every step, far past both.
 const HANG_MS = 15 * 60_000;
+/**
+ * Shorter than this, a run of frames on which a face is swapped, or left as the footage has it,
+ * shows as a flash (see briefRuns): the sofa clip's profile face, found on its first two frames only,
+ * showed another person for a fifth of a second.
+ */
+const FLASH_SECONDS = 0.3;
+
+/** The shortest run of frames of `clip` that is not a flash. */
+function flashFrames(clip: Clip): number {
+  return Math.ceil((clip.options.fps ?? FPS) * FLASH_SECONDS);
+}
 
 beforeAll(async () => {
   dir = await fs.mkdtemp(path.join(os.tmpdir(), "render-quality-"));
@@ -280,6 +291,7 @@ describe("quality judge", () => {
         expect(hand.pixels, "hand pixels in front of a face").toBeGreaterThan(500);
         expect(hand.share, "share of the hand changed by re-encoding alone").toBeLessThan(HAND_PAINTED);
       }
+      expect(await briefRuns(judge, clip.frames, output, flashFrames(clip)), `${clip.name} re-encoded: brief runs`).toEqual([]);
       expect(Math.abs(faceres), "faceres median shift from re-encoding alone").toBeLessThan(IDENTITY_LIMITS.faceres.min);
       expect(Math.abs(faceApi), "face-api median shift from re-encoding alone").toBeLessThan(IDENTITY_LIMITS.faceApi.min);
     }
@@ -325,6 +337,21 @@ describe("quality judge", () => {
       }
     }
   }, HANG_MS);
+
+  it("fails a face swapped on its first two frames alone (a flash), or left alone on two frames amid swapped ones, and passes one swapped throughout", async () => {
+    const clip = clips.find((c) => c.name === "pan")!;
+    const { output } = await reencoded(clip);
+    const pastedOn = async (swapped: (frame: number) => boolean) =>
+      Promise.all(output.map(async (image, f) => (swapped(f) ? pastedRectangles(image, await judge.faces(clip.frames[f]!)) : image)));
+    const runs = async (swapped: (frame: number) => boolean) => briefRuns(judge, clip.frames, await pastedOn(swapped), flashFrames(clip));
+    const flash = await runs((f) => f < 2);
+    expect(flash.length, JSON.stringify(flash)).toBeGreaterThanOrEqual(3);
+    for (const run of flash) expect(run).toMatchObject({ from: 0, to: 1, swapped: true });
+    const through = await runs((f) => f !== 5 && f !== 6);
+    expect(through.length, JSON.stringify(through)).toBeGreaterThanOrEqual(3);
+    for (const run of through) expect(run).toMatchObject({ from: 5, to: 6, swapped: false });
+    expect(await runs(() => true)).toEqual([]);
+  }, HANG_MS);
 });
 
 describe("rendered faces", () => {
@@ -351,6 +378,7 @@ describe("rendered faces", () => {
       // (its weaker identity is documented) and answers to faceres.
       expect(identityFailures(summary).filter((failure) => style === "v2" || failure.startsWith("faceres")), text).toEqual([]);
       if (clip.options.occluder) expect(occluderChange(clip.frames, output), "share of the occluder painted over").toBeLessThan(0.01);
+      expect(await briefRuns(judge, clip.frames, output, flashFrames(clip)), `${clip.name} ${style}: faces swapped or left alone for under ${FLASH_SECONDS} s`).toEqual([]);
       if (clip.hand) {
         const hand = await occluderPaintedOver(judge, clip.frames, output, clip.hand);
         console.log(`${clip.name} ${style}: ${(hand.share * 100).toFixed(1)}% of the hand in front of a face painted over (${hand.pixels} pixels)`);

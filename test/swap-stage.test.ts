@@ -14,22 +14,33 @@ function face(x: number, y: number): FaceData {
 }
 
 describe("faces drawn", () => {
-  it("draws a face from its first frame when the next frame has it too, and never one seen on a single frame", () => {
-    const tracker = new FaceTracker(25);
-    // Frame 0: a face that stays and one the detector finds on this frame alone.
-    const [staying, flash] = tracker.update(0, [face(10, 10), face(200, 10)]);
-    const next = [face(12, 10)];
-    expect(lasting(staying!, 0, next)).toBe(true);
-    expect(lasting(flash!, 0, next)).toBe(false);
-    // Frame 1: the staying face has been seen before; a face found again after a gap starts a new run.
-    const [again] = tracker.update(1, [face(12, 10)]);
+  it("draws a face from its first frame when its run lasts the shortest run, and never one seen on fewer frames", () => {
+    const minRun = 3;
+    const tracker = new FaceTracker(10);
+    // Frame 0: a face that stays, one the detector finds on this frame alone, and one on two frames.
+    const [staying, flash, brief] = tracker.update(0, [face(10, 10), face(200, 10), face(400, 10)]);
+    const upcoming = [[face(12, 10), face(401, 10)], [face(14, 10)]];
+    expect(lasting(staying!, 0, upcoming, minRun)).toBe(true);
+    expect(lasting(flash!, 0, upcoming, minRun)).toBe(false);
+    expect(lasting(brief!, 0, upcoming, minRun)).toBe(false);
+    // A face moving on is followed from frame to frame: by frame 2 it no longer overlaps where it began.
+    const drifting = [[face(24, 10)], [face(38, 10)]];
+    expect(lasting(staying!, 0, drifting, minRun)).toBe(true);
+    // Frame 1: the brief face's run ends on this frame, two frames long.
+    const [again, briefAgain] = tracker.update(1, [face(12, 10), face(401, 10)]);
     expect(again).toBe(staying);
-    expect(lasting(again!, 1, [])).toBe(true);
-    const [back] = tracker.update(3, [face(200, 10)]);
+    expect(briefAgain).toBe(brief);
+    expect(lasting(briefAgain!, 1, [[face(14, 10)], []], minRun)).toBe(false);
+    // Frame 2: the staying face's run is long enough whatever comes next.
+    const [still] = tracker.update(2, [face(14, 10)]);
+    expect(lasting(still!, 2, [[], []], minRun)).toBe(true);
+    // A face found again after a gap starts a new run.
+    const [back] = tracker.update(4, [face(200, 10)]);
     expect(back).toBe(flash);
-    expect(lasting(back!, 3, [])).toBe(false);
-    expect(lasting(back!, 3, [face(201, 11)])).toBe(true);
-    // Past the last frame nothing tells: it is drawn.
-    expect(lasting(back!, 3, null)).toBe(true);
+    expect(lasting(back!, 4, [[face(201, 11)], []], minRun)).toBe(false);
+    expect(lasting(back!, 4, [[face(201, 11)], [face(202, 11)]], minRun)).toBe(true);
+    // Past the last frame nothing tells: a face seen up to it is drawn.
+    expect(lasting(back!, 4, [[face(201, 11)], null], minRun)).toBe(true);
+    expect(lasting(back!, 4, [null, null], minRun)).toBe(true);
   });
 });

@@ -7,7 +7,7 @@ import { analyseImage } from "../../src/faceswap/render/sources.js";
 import { EYE_LIDS, FEATURE_OUTLINES, OVAL } from "../../src/faceswap/render/mesh.js";
 import { regions } from "../../src/faceswap/render/occlusion.js";
 import { grownPolygon, YCBCR_OF_RGB } from "../../src/faceswap/render/pixels.js";
-import { iou } from "../../src/faceswap/render/tracker.js";
+import { iou, pairByOverlap } from "../../src/faceswap/render/tracker.js";
 import { WorkerPool } from "../../src/faceswap/render/worker-pool.js";
 import type { Logger } from "../../src/platform/logger.js";
 import { descriptorDistance, faceApiDescriptor, faceApiLandmarks } from "./recognition.js";
@@ -305,6 +305,8 @@ interface Region {
 /** Scores rendered frames with the same face models the renderer uses (its own worker) and face-api's recognition net. */
 export class QualityJudge {
   private newFace: { embedding: number[]; descriptor: Float32Array } | undefined;
+  /** The faces of each input frame asked for, found once (each style's output is judged against the same input). */
+  private readonly found = new WeakMap<RgbImage, Promise<FaceData[]>>();
 
   private constructor(private readonly pool: WorkerPool) {}
 
@@ -318,10 +320,15 @@ export class QualityJudge {
 
   /** The faces of `image`, left to right, with meshes and faceres embeddings; `eyes`: with how open their eyes are. */
   async faces(image: RgbImage, eyes = false): Promise<FaceData[]> {
+    const known = eyes ? undefined : this.found.get(image);
+    if (known) return known;
     // Upright, as the renderer meshes video frames: unturned, the mesh of the pan's tilted right face
     // sat beside its features, and every region measured there with it.
-    const found = await analyseImage(this.pool, image, { minConfidence: 0.3, worker: 0, retryWithBorder: false, upright: true, eyes });
-    return found.sort((a, b) => a.box[0] - b.box[0]);
+    const found = analyseImage(this.pool, image, { minConfidence: 0.3, worker: 0, retryWithBorder: false, upright: true, eyes }).then((faces) =>
+      faces.sort((a, b) => a.box[0] - b.box[0]),
+    );
+    if (!eyes) this.found.set(image, found);
+    return found;
   }
 
   /** The face swapped in (the largest face of `image`). */
@@ -1012,3 +1019,100 @@ export async function occluderPaintedOver(
   return { share: painted / Math.max(1, pixels), pixels };
 }
 
+/**
+ * Luma change (0-255), averaged over a twentieth of the face, that a tenth of a face's inside (r < 0.7
+ * by the input's own mesh, clear of the blend's feather) reaches when it counts as swapped: footage
+ * re-encoded as its own output reached at most 3.5 on the faces of the sofa and the stairs, their v2
+ * renders 5.8 on the stairs' right face (its new face's tones are much like her own) and 10-19 on the
+ * others.
+ */
+const SWAPPED_CHANGE = 4.5;
+
+/** A face the output swapped, or left as it was, for fewer frames than `minRun` between runs of the other. */
+export interface BriefRun {
+  /** First and last frame of the run. */
+  from: number;
+  to: number;
+  swapped: boolean;
+  /** The face's box on its first frame. */
+  box: readonly number[];
+}
+
+/**
+ * Runs of frames on which a face is swapped, or left alone, too briefly to be anything but a flash:
+ * a new face showing for a frame or two and then the footage's again, or the footage's face showing
+ * for a frame or two through a new one. Every face the judge finds in the input is followed from frame
+ * to frame by its box (the largest overlaps first), and counts as swapped on a frame where the output
+ * moved the luma inside its outline by SWAPPED_CHANGE on average; each run of a face's frames is
+ * checked against the frame after it (the face's last region laid on the next frame, where the judge
+ * may have lost it) and the frame before. A run is brief when shorter than `minRun` frames with the
+ * face's other state on both sides of it, or it begins the clip and the other state follows.
+ */
+export async function briefRuns(judge: QualityJudge, input: RgbImage[], output: RgbImage[], minRun: number): Promise<BriefRun[]> {
+  for (const f of input.keys()) {
+    requireFrame(f, { output }, `input frame ${f}`);
+    requireSameSize(f, input[f]!, output[f]!);
+  }
+  const { width, height } = input[0]!;
+  const swapped = (f: number, reg: Region) => {
+    // The luma change, averaged over a twentieth of the face: re-encoding's change is fine noise that
+    // averages out, a new face's moves whole features and tones.
+    const { w, h } = reg;
+    const sums = new Float64Array((w + 1) * (h + 1));
+    for (let y = 0; y < h; y++) {
+      for (let x = 0; x < w; x++) {
+        const d = lumaOf(output[f]!, reg.x0 + x, reg.y0 + y) - lumaOf(input[f]!, reg.x0 + x, reg.y0 + y);
+        sums[(y + 1) * (w + 1) + x + 1] = d + sums[y * (w + 1) + x + 1]! + sums[(y + 1) * (w + 1) + x]! - sums[y * (w + 1) + x]!;
+      }
+    }
+    const radius = Math.max(1, Math.round((w / 2.4) * 0.05));
+    const changes: number[] = [];
+    for (let y = 0; y < h; y++) {
+      for (let x = 0; x < w; x++) {
+        if (reg.r[y * w + x]! >= 0.7) continue;
+        const xa = Math.max(0, x - radius), xb = Math.min(w, x + radius + 1), ya = Math.max(0, y - radius), yb = Math.min(h, y + radius + 1);
+        const sum = sums[yb * (w + 1) + xb]! - sums[ya * (w + 1) + xb]! - sums[yb * (w + 1) + xa]! + sums[ya * (w + 1) + xa]!;
+        changes.push(Math.abs(sum / ((xb - xa) * (yb - ya))));
+      }
+    }
+    changes.sort((a, b) => a - b);
+    const p = (q: number) => changes[Math.floor(q * (changes.length - 1))] ?? 0;
+    return changes.length > 0 && p(0.9) >= SWAPPED_CHANGE;
+  };
+  // Each followed face: its frames in order, with its box and region on each.
+  const followed: { frames: number[]; boxes: (readonly number[])[]; regions: Region[] }[] = [];
+  let open: typeof followed = [];
+  for (const [f, image] of input.entries()) {
+    const faces = await judge.faces(image);
+    const paired = pairByOverlap(faces.map((face) => face.box), open.map((face) => face.boxes.at(-1)!));
+    const next: typeof followed = [];
+    faces.forEach((face, i) => {
+      const j = paired[i];
+      const track = j === undefined ? { frames: [], boxes: [], regions: [] } : open[j]!;
+      if (j === undefined) followed.push(track);
+      track.frames.push(f);
+      track.boxes.push(face.box);
+      track.regions.push(region(face.mesh, width, height));
+      next.push(track);
+    });
+    open = next;
+  }
+  const brief: BriefRun[] = [];
+  for (const { frames, boxes, regions: faceRegions } of followed) {
+    const states = frames.map((f, k) => swapped(f, faceRegions[k]!));
+    const first = frames[0]!, last = frames.at(-1)!;
+    const before = first > 0 ? swapped(first - 1, faceRegions[0]!) : undefined;
+    const after = last + 1 < input.length ? swapped(last + 1, faceRegions.at(-1)!) : undefined;
+    for (let k = 0; k < states.length; ) {
+      let end = k;
+      while (end + 1 < states.length && states[end + 1] === states[k]) end++;
+      const left = k > 0 ? states[k - 1] : before;
+      const right = end + 1 < states.length ? states[end + 1] : after;
+      // A run that begins the clip flashes only as a swap: the footage's face there is how it begins.
+      const bounded = right === !states[k] && (left === !states[k] || (left === undefined && first + k === 0 && states[k]));
+      if (bounded && end - k + 1 < minRun) brief.push({ from: frames[k]!, to: frames[end]!, swapped: states[k]!, box: boxes[k]! });
+      k = end + 1;
+    }
+  }
+  return brief;
+}

@@ -39,6 +39,13 @@ const LIDS_EVERY_SECONDS = 0.5;
  * about a second of a worker with the render waiting.
  */
 const DESCRIBE_RETRY_SECONDS = [1, 8] as const;
+/**
+ * Shortest run of frames a face is drawn on (see lasting). The detector reads some faces only now and
+ * then (a head in profile, a pattern in the background): drawn, such a face showed a different person
+ * for a frame or two and then the footage's again, a flash; the sofa clip's profile face did so on its
+ * first two frames at 10 fps.
+ */
+const MIN_RUN_SECONDS = 0.3;
 
 /** Index of the candidate embedding that is the same person as `embedding` (the most similar one), or -1. */
 export async function matchPerson(pool: WorkerPool, worker: number, embedding: number[], candidates: number[][]): Promise<number> {
@@ -53,10 +60,10 @@ export async function matchPerson(pool: WorkerPool, worker: number, embedding: n
  * so each worker meshes every other frame of its share; the faces of a frame in between are drawn
  * from the meshed frames on either side of it (see facesBetween), unless it begins a new scene.
  * Tracking runs here, one frame after another in order (it needs the previous frame's tracks), with
- * the next frame's faces at hand (see lasting); then the same worker draws the frame's targets and
- * hands it back. Detection of later frames overlaps with all of this. Every LIDS_EVERY_SECONDS or so
- * a meshed frame's faces also have their lids read (see eyeOpenness), always on the same frames of a
- * video, so a render does not depend on how busy the machine was.
+ * the faces of the next few frames at hand (see lasting); then the same worker draws the frame's
+ * targets and hands it back. Detection of later frames overlaps with all of this. Every
+ * LIDS_EVERY_SECONDS or so a meshed frame's faces also have their lids read (see eyeOpenness), always
+ * on the same frames of a video, so a render does not depend on how busy the machine was.
  */
 export class SwapStage implements FrameStage {
   readonly window: number;
@@ -68,6 +75,8 @@ export class SwapStage implements FrameStage {
   private frames = Infinity;
   /** Frames between readings of the lids: a whole number of 2N (see readsLids). */
   private readonly lidsEvery: number;
+  /** Frames a face's run must last to be drawn (see MIN_RUN_SECONDS), so how far ahead a frame looks. */
+  private readonly minRun: number;
   /**
    * Resolves with the embeddings of the people the new faces replace (individual-faces) once every
    * worker holds the new faces; no frame is drawn before.
@@ -78,9 +87,10 @@ export class SwapStage implements FrameStage {
     private readonly pool: WorkerPool,
     private readonly plan: SwapPlan,
   ) {
-    // A frame waits for the next frame's faces, and one between meshed frames for the next meshed
-    // frame, at most N + 1 frames later: both are in flight with it.
-    this.window = pool.size * 3;
+    this.minRun = Math.max(2, Math.ceil(plan.fps * MIN_RUN_SECONDS));
+    // A frame waits for the faces of the minRun - 1 frames after it, and the last of those, between
+    // meshed frames, for the next meshed frame, at most N later: all are in flight with it.
+    this.window = pool.size * 3 + this.minRun - 1;
     this.tracker = new FaceTracker(plan.fps);
     const cycle = 2 * pool.size;
     this.lidsEvery = cycle * Math.max(1, Math.round((plan.fps * LIDS_EVERY_SECONDS) / cycle));
@@ -116,10 +126,11 @@ export class SwapStage implements FrameStage {
     const faces = detected.then((own) => own ?? this.between(index));
     const found = this.facesOf(index);
     faces.then(found.resolve, found.reject);
-    const targets = Promise.all([faces, this.facesOf(index + 1).promise, this.sourcesHeld, this.previous]).then(([list, next, originals]) => {
+    const upcoming = Promise.all(Array.from({ length: this.minRun - 1 }, (_, k) => this.facesOf(index + 1 + k).promise));
+    const targets = Promise.all([faces, upcoming, this.sourcesHeld, this.previous]).then(([list, after, originals]) => {
       // Frames after this one draw from meshed frames no earlier than N before the next.
       for (const done of this.found.keys()) if (done < index - this.pool.size) this.found.delete(done);
-      return this.targets(worker, index, list, next, originals);
+      return this.targets(worker, index, list, after, originals);
     });
     this.previous = targets;
     targets.catch(() => {});
@@ -166,12 +177,12 @@ export class SwapStage implements FrameStage {
     return replies?.reduce(addStageTimes);
   }
 
-  private async targets(worker: number, index: number, faces: FaceData[], next: FaceData[] | null, originals: number[][]): Promise<SwapTarget[]> {
-    const tracks = this.tracker.update(index, faces).filter((track) => lasting(track, index, next));
+  private async targets(worker: number, index: number, faces: FaceData[], upcoming: (FaceData[] | null)[], originals: number[][]): Promise<SwapTarget[]> {
+    const tracks = this.tracker.update(index, faces).filter((track) => lasting(track, index, upcoming, this.minRun));
     const drawn = (track: Track, source: number): SwapTarget => ({ source, mesh: track.mesh, depth: track.depth, neutral: track.shape.neutral, lowered: track.lowered });
     if (this.plan.mode === "all-faces") return tracks.map((track) => drawn(track, 0));
     const unknown = tracks.filter((track) => track.source === undefined && track.describeAt <= index);
-    if (unknown.length > 0) await this.identify(worker, index, unknown, originals, next !== null);
+    if (unknown.length > 0) await this.identify(worker, index, unknown, originals, upcoming[0] !== null);
     return tracks.flatMap((track) => (track.source !== undefined && track.source >= 0 ? [drawn(track, track.source)] : []));
   }
 
@@ -208,13 +219,23 @@ export class SwapStage implements FrameStage {
 }
 
 /**
- * Whether the face of `track` at frame `index` is drawn: once it has been seen on the frame before
- * too, or is seen on the next (`next`; null past the last frame). A face the detector finds on one
- * frame alone (a pattern in the background, a head in profile it only now and then reads as a face)
- * would show as a different face for one frame, a flash; one that stays is drawn from its first frame.
+ * Whether the face of `track` at frame `index` is drawn: once its run of frames (this one included)
+ * lasts `minRun` frames, counting those of `upcoming` (the faces of the frames after this one, null
+ * past the last frame) that still have it, each found by its overlap with the one before. A face the
+ * detector finds on a frame or two alone would show as a different person for that long, a flash; one
+ * that stays is drawn from its first frame, and one seen up to the last frame is drawn.
  */
-export function lasting(track: Track, index: number, next: readonly FaceData[] | null): boolean {
-  return track.runFrom < index || next === null || next.some((face) => iou(face.box, track.box) >= SAME_FACE);
+export function lasting(track: Track, index: number, upcoming: readonly (readonly FaceData[] | null)[], minRun: number): boolean {
+  let run = index - track.runFrom + 1;
+  let box: readonly number[] = track.box;
+  for (const faces of upcoming) {
+    if (run >= minRun || faces === null) return true;
+    const seen = faces.find((face) => iou(face.box, box) >= SAME_FACE);
+    if (!seen) return false;
+    box = seen.box;
+    run++;
+  }
+  return run >= minRun;
 }
 
 function ownArrayBuffer(frame: Buffer): ArrayBuffer {
