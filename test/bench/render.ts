@@ -1,11 +1,11 @@
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { VIDEO_ENCODING } from "../../src/faceswap/render/ffmpeg-frames.js";
 import { createFaceSwapEngine, type RendererOptions } from "../../src/faceswap/render/index.js";
 import type { FaceSwapMode, StyleVersion } from "../../src/platform/db/schema.js";
 import { createLogger } from "../../src/platform/logger.js";
 import { runFfmpeg } from "../../src/platform/media/ffmpeg.js";
-import { VIDEO_ENCODING } from "../../src/faceswap/render/ffmpeg-frames.js";
 import { decodeFrames } from "../../src/faceswap/render/images.js";
 import type { RenderRequest } from "../../src/faceswap/renderer.js";
 import { makeClip, samplePhoto } from "../support/footage.js";
