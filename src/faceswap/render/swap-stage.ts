@@ -1,6 +1,7 @@
 import type { FaceSwapMode } from "../../platform/db/schema.js";
 import type { FrameStage } from "./pipeline.js";
 import { facesBetween } from "./faces-between.js";
+import { motionShares, motionSignature } from "./frame-motion.js";
 import { addStageTimes, type FaceData, type StageTimes, type SwapTarget } from "./protocol.js";
 import type { JobFaces } from "./sources.js";
 import type { StyleParams } from "./swap.js";
@@ -58,7 +59,8 @@ export async function matchPerson(pool: WorkerPool, worker: number, embedding: n
  * Frame i goes to worker i mod N, which finds the faces in it and keeps it. The mesh model, the
  * largest cost of a frame after the drawing, runs on every other run of N frames only (see meshed),
  * so each worker meshes every other frame of its share; the faces of a frame in between are drawn
- * from the meshed frames on either side of it (see facesBetween), unless it begins a new scene.
+ * from the meshed frames on either side of it (see facesBetween), as far along as the picture moved
+ * (see motionShares), unless it begins a new scene.
  * Tracking runs here, one frame after another in order (it needs the previous frame's tracks), with
  * the faces of the next few frames at hand (see lasting); then the same worker draws the frame's
  * targets and hands it back. Detection of later frames overlaps with all of this. Every
@@ -77,6 +79,11 @@ export class SwapStage implements FrameStage {
   private readonly lidsEvery: number;
   /** Frames a face's run must last to be drawn (see MIN_RUN_SECONDS), so how far ahead a frame looks. */
   private readonly minRun: number;
+  /**
+   * Motion signatures of the frames a frame between meshed frames is timed by (see motionShares): its
+   * own, its stretch's and the meshed frames on either side.
+   */
+  private readonly signatures = new Map<number, Float32Array>();
   /**
    * Resolves with the embeddings of the people the new faces replace (individual-faces) once every
    * worker holds the new faces; no frame is drawn before.
@@ -119,6 +126,7 @@ export class SwapStage implements FrameStage {
   process(frame: Buffer, index: number): Promise<Buffer> {
     const { job, width, height } = this.plan;
     const worker = index % this.pool.size;
+    if (!this.meshed(index) || !this.meshed(index - 1) || !this.meshed(index + 1)) this.signatures.set(index, motionSignature(frame, width, height));
     const pixels = ownArrayBuffer(frame);
     const mesh = this.meshed(index);
     const eyes = this.readsLids(index);
@@ -130,6 +138,7 @@ export class SwapStage implements FrameStage {
     const targets = Promise.all([faces, upcoming, this.sourcesHeld, this.previous]).then(([list, after, originals]) => {
       // Frames after this one draw from meshed frames no earlier than N before the next.
       for (const done of this.found.keys()) if (done < index - this.pool.size) this.found.delete(done);
+      for (const done of this.signatures.keys()) if (done < index - this.pool.size) this.signatures.delete(done);
       return this.targets(worker, index, list, after, originals);
     });
     this.previous = targets;
@@ -152,7 +161,8 @@ export class SwapStage implements FrameStage {
     const [a, b] = await Promise.all([this.facesOf(before).promise, this.facesOf(after).promise]);
     // Past the last frame there is nothing to draw towards.
     if (!b) return a ?? [];
-    return facesBetween(a ?? [], b, (index - before) / (after - before));
+    const stretch = Array.from({ length: after - before + 1 }, (_, k) => this.signatures.get(before + k)!);
+    return facesBetween(a ?? [], b, motionShares(stretch)[index - before]!);
   }
 
   private facesOf(index: number): PromiseWithResolvers<FaceData[] | null> {
