@@ -17,6 +17,12 @@ const SAMPLES_ACROSS = 6;
  */
 const STILL = 0.25;
 
+/**
+ * Mean change per block (0-255 luma) under which a frame is the one it is compared with, repeated:
+ * x264 codes a repeated frame as skipped blocks, which decode to the same pixels.
+ */
+const REPEATED = 0.05;
+
 /** A frame's luma averaged over blocks (rgb24 pixels), what motionShares compares frame to frame. */
 export function motionSignature(pixels: Uint8Array, width: number, height: number): Float32Array {
   const size = Math.max(1, Math.floor(width / BLOCKS_ACROSS));
@@ -52,6 +58,11 @@ export function motionShares(signatures: readonly Float32Array[]): number[] {
   if (total / Math.max(1, steps.length) < STILL) return signatures.map((_, k) => k / Math.max(1, last));
   let done = 0;
   return [0, ...steps.map((step) => (done += step) / total)];
+}
+
+/** Whether the frames of two signatures show the same picture (see REPEATED). */
+export function samePicture(a: Float32Array, b: Float32Array): boolean {
+  return change(a, b) < REPEATED;
 }
 
 /** Mean absolute difference of two signatures of the same size. */

@@ -1,7 +1,7 @@
 import type { FaceSwapMode } from "../../platform/db/schema.js";
 import type { FrameStage } from "./pipeline.js";
 import { facesBetween } from "./faces-between.js";
-import { motionShares, motionSignature } from "./frame-motion.js";
+import { motionShares, motionSignature, samePicture } from "./frame-motion.js";
 import { addStageTimes, type FaceData, type StageTimes, type SwapTarget } from "./protocol.js";
 import type { JobFaces } from "./sources.js";
 import type { StyleParams } from "./swap.js";
@@ -70,7 +70,13 @@ export async function matchPerson(pool: WorkerPool, worker: number, embedding: n
 export class SwapStage implements FrameStage {
   readonly window: number;
   private readonly tracker: FaceTracker;
-  private previous: Promise<unknown> = Promise.resolve();
+  private previous: Promise<SwapTarget[]> = Promise.resolve([]);
+  /**
+   * The signature of the last frame whose targets were worked out afresh: a frame showing the same
+   * picture is drawn with the same targets (see process). Compared with that frame rather than the
+   * one before, a slow drift of the picture adds up and is followed.
+   */
+  private drawnFrom: Float32Array | undefined;
   /** Each frame's faces (see process), or null once the stage has ended without that frame. */
   private readonly found = new Map<number, PromiseWithResolvers<FaceData[] | null>>();
   /** The number of frames, once the last has been submitted. */
@@ -79,10 +85,7 @@ export class SwapStage implements FrameStage {
   private readonly lidsEvery: number;
   /** Frames a face's run must last to be drawn (see MIN_RUN_SECONDS), so how far ahead a frame looks. */
   private readonly minRun: number;
-  /**
-   * Motion signatures of the frames a frame between meshed frames is timed by (see motionShares): its
-   * own, its stretch's and the meshed frames on either side.
-   */
+  /** Motion signatures of the frames in flight: a frame between meshed frames is timed by them (see motionShares). */
   private readonly signatures = new Map<number, Float32Array>();
   /**
    * Resolves with the embeddings of the people the new faces replace (individual-faces) once every
@@ -126,7 +129,8 @@ export class SwapStage implements FrameStage {
   process(frame: Buffer, index: number): Promise<Buffer> {
     const { job, width, height } = this.plan;
     const worker = index % this.pool.size;
-    if (!this.meshed(index) || !this.meshed(index - 1) || !this.meshed(index + 1)) this.signatures.set(index, motionSignature(frame, width, height));
+    const signature = motionSignature(frame, width, height);
+    this.signatures.set(index, signature);
     const pixels = ownArrayBuffer(frame);
     const mesh = this.meshed(index);
     const eyes = this.readsLids(index);
@@ -135,10 +139,18 @@ export class SwapStage implements FrameStage {
     const found = this.facesOf(index);
     faces.then(found.resolve, found.reject);
     const upcoming = Promise.all(Array.from({ length: this.minRun - 1 }, (_, k) => this.facesOf(index + 1 + k).promise));
-    const targets = Promise.all([faces, upcoming, this.sourcesHeld, this.previous]).then(([list, after, originals]) => {
+    const targets = Promise.all([faces, upcoming, this.sourcesHeld, this.previous]).then(([list, after, originals, before]) => {
       // Frames after this one draw from meshed frames no earlier than N before the next.
       for (const done of this.found.keys()) if (done < index - this.pool.size) this.found.delete(done);
       for (const done of this.signatures.keys()) if (done < index - this.pool.size) this.signatures.delete(done);
+      // A frame the footage repeats is drawn as the frame before was: the mesh model's reading of the
+      // same pixels from a new crop, and the filter catching up on a face that had been moving,
+      // moved the new face while the head held still.
+      if (this.drawnFrom && samePicture(this.drawnFrom, signature)) {
+        this.tracker.hold(index);
+        return before;
+      }
+      this.drawnFrom = signature;
       return this.targets(worker, index, list, after, originals);
     });
     this.previous = targets;

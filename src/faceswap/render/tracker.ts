@@ -74,6 +74,11 @@ export class FaceTracker {
     });
   }
 
+  /** Frame `frame` repeats the one before: the tracks on that one are on it too, as they were. */
+  hold(frame: number): void {
+    for (const track of this.tracks) if (track.lastFrame === frame - 1) track.lastFrame = frame;
+  }
+
   private start(frame: number, face: FaceData): Track {
     // The first reading holds at once: a face first seen looking down is not faded in from open.
     const reading = face.eyes != null ? lidsLowered(face.eyes) : undefined;
