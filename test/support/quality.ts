@@ -1043,7 +1043,7 @@ export interface BriefRun {
  * a new face showing for a frame or two and then the footage's again, or the footage's face showing
  * for a frame or two through a new one. Every face the judge finds in the input is followed from frame
  * to frame by its box (the largest overlaps first), and counts as swapped on a frame where the output
- * moved the luma inside its outline by SWAPPED_CHANGE on average; each run of a face's frames is
+ * moved the luma of a tenth of its inside by SWAPPED_CHANGE or more (see there); each run of a face's frames is
  * checked against the frame after it (the face's last region laid on the next frame, where the judge
  * may have lost it) and the frame before. A run is brief when shorter than `minRun` frames with the
  * face's other state on both sides of it, or it begins the clip and the other state follows.
@@ -1057,27 +1057,12 @@ export async function briefRuns(judge: QualityJudge, input: RgbImage[], output: 
   const swapped = (f: number, reg: Region) => {
     // The luma change, averaged over a twentieth of the face: re-encoding's change is fine noise that
     // averages out, a new face's moves whole features and tones.
-    const { w, h } = reg;
-    const sums = new Float64Array((w + 1) * (h + 1));
-    for (let y = 0; y < h; y++) {
-      for (let x = 0; x < w; x++) {
-        const d = lumaOf(output[f]!, reg.x0 + x, reg.y0 + y) - lumaOf(input[f]!, reg.x0 + x, reg.y0 + y);
-        sums[(y + 1) * (w + 1) + x + 1] = d + sums[y * (w + 1) + x + 1]! + sums[(y + 1) * (w + 1) + x]! - sums[y * (w + 1) + x]!;
-      }
-    }
-    const radius = Math.max(1, Math.round((w / 2.4) * 0.05));
+    const after = lumaPlane(output[f]!, reg, 0, 0), before = lumaPlane(input[f]!, reg, 0, 0);
+    const averaged = boxBlur(after.map((v, i) => v - before[i]!), reg.w, reg.h, Math.max(1, Math.round(0.05 * faceSize(reg))));
     const changes: number[] = [];
-    for (let y = 0; y < h; y++) {
-      for (let x = 0; x < w; x++) {
-        if (reg.r[y * w + x]! >= 0.7) continue;
-        const xa = Math.max(0, x - radius), xb = Math.min(w, x + radius + 1), ya = Math.max(0, y - radius), yb = Math.min(h, y + radius + 1);
-        const sum = sums[yb * (w + 1) + xb]! - sums[ya * (w + 1) + xb]! - sums[yb * (w + 1) + xa]! + sums[ya * (w + 1) + xa]!;
-        changes.push(Math.abs(sum / ((xb - xa) * (yb - ya))));
-      }
-    }
+    for (const [i, r] of reg.r.entries()) if (r < 0.7) changes.push(Math.abs(averaged[i]!));
     changes.sort((a, b) => a - b);
-    const p = (q: number) => changes[Math.floor(q * (changes.length - 1))] ?? 0;
-    return changes.length > 0 && p(0.9) >= SWAPPED_CHANGE;
+    return changes.length > 0 && changes[Math.floor(0.9 * (changes.length - 1))]! >= SWAPPED_CHANGE;
   };
   // Each followed face: its frames in order, with its box and region on each.
   const followed: { frames: number[]; boxes: (readonly number[])[]; regions: Region[] }[] = [];
