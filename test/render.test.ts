@@ -18,7 +18,7 @@ import { probeMedia, runFfmpeg } from "../src/platform/media/ffmpeg.js";
 import { makeClip, makePatternClip, samplePhoto } from "./support/footage.js";
 import { recordingLogger } from "./support/logs.js";
 import { cleanFace, hairOverFace } from "./support/hair.js";
-import { lumaOf } from "./support/quality.js";
+import { largestBlockDifference, lumaOf } from "./support/quality.js";
 import { EYE_LIDS, OUTER_LIPS, OVAL } from "../src/faceswap/render/mesh.js";
 import { fillPolygon, grownPolygon } from "../src/faceswap/render/pixels.js";
 
@@ -638,19 +638,6 @@ describe("the same render twice", () => {
   });
 });
 
-/** The largest mean absolute difference (per channel) of two rgb24 frames `width` wide over `block` x `block` squares. */
-function largestBlockDifference(a: Buffer, b: Buffer, width: number, block: number): number {
-  const height = a.length / 3 / width;
-  let worst = 0;
-  for (let by = 0; by + block <= height; by += block) {
-    for (let bx = 0; bx + block <= width; bx += block) {
-      let sum = 0;
-      for (let y = by; y < by + block; y++) for (let x = bx * 3; x < (bx + block) * 3; x++) sum += Math.abs(a[y * width * 3 + x]! - b[y * width * 3 + x]!);
-      worst = Math.max(worst, sum / (block * block * 3));
-    }
-  }
-  return worst;
-}
 
 describe("face detector", () => {
   it("writes one crop per person of a multi-face photo, named <frame>-<index>.png", async () => {

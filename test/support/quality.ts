@@ -482,6 +482,23 @@ function rAt(reg: Region, x: number, y: number): number {
   return lx >= 0 && ly >= 0 && lx < reg.w && ly < reg.h ? reg.r[ly * reg.w + lx]! : Infinity;
 }
 
+/**
+ * The largest mean absolute difference (per channel) of two rgb24 frames `width` wide over `block` x
+ * `block` squares, `step` apart (a step under the block also finds a patch that straddles two blocks).
+ */
+export function largestBlockDifference(a: Uint8Array, b: Uint8Array, width: number, block: number, step = block): number {
+  const height = a.length / 3 / width;
+  let worst = 0;
+  for (let by = 0; by + block <= height; by += step) {
+    for (let bx = 0; bx + block <= width; bx += step) {
+      let sum = 0;
+      for (let y = by; y < by + block; y++) for (let x = bx * 3; x < (bx + block) * 3; x++) sum += Math.abs(a[y * width * 3 + x]! - b[y * width * 3 + x]!);
+      worst = Math.max(worst, sum / (block * block * 3));
+    }
+  }
+  return worst;
+}
+
 /** Luma (BT.601) of the pixel at (x, y). */
 export function lumaOf(image: RgbImage, x: number, y: number): number {
   const p = (y * image.width + x) * 3;

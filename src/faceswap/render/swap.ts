@@ -474,6 +474,7 @@ function warpTriangles(
   fillPolygon(outline, w, h, grownPolygon(target, OVAL, OUTLINE_MARGIN), OVAL, x0, y0, 1);
   const weights = scratch("warpWeights", w * h * 4).fill(0);
   const { trust, mirrored, turned } = sourceTrust(drawnMesh, source.mesh, triangles, mirror);
+  const gains = mirrorGains(source, levels, sampled, mirror);
   const other = scratch("mirrorSample", 3);
   // Each triangle's corners in the source level, its own and its mirror image's (x, y pairs).
   const ownCorners = new Float64Array(6), mirrorCorners = new Float64Array(6);
@@ -498,7 +499,10 @@ function warpTriangles(
       if (share < 1) sampleTriangle(src, sw, sh, ownCorners, wa, wb, wc, warped, o);
       if (share > 0) {
         sampleTriangle(src, sw, sh, mirrorCorners, wa, wb, wc, other, 0);
-        for (let ch = 0; ch < 3; ch++) warped[o + ch] = share >= 1 ? other[ch]! : warped[o + ch]! + share * (other[ch]! - warped[o + ch]!);
+        for (let ch = 0; ch < 3; ch++) {
+          const lit = other[ch]! * (wa * gains[3 * a + ch]! + wb * gains[3 * b + ch]! + wc * gains[3 * c + ch]!);
+          warped[o + ch] = share >= 1 ? lit : warped[o + ch]! + share * (lit - warped[o + ch]!);
+        }
       }
       for (let ch = 0; ch < 3; ch++) weights[i * 4 + ch] = warped[o + ch]!;
       weights[i * 4 + 3] = weight;
@@ -591,6 +595,73 @@ function stretchOf(drawnMesh: Float32Array, sourceMesh: Float32Array, a: number,
   const r = (f1y * e2y - f2y * e1y) / det, u = (f2y * e1x - f1y * e2x) / det;
   const sum = p * p + q * q + r * r + u * u, area = p * u - q * r;
   return Math.sqrt((sum + Math.sqrt(Math.max(0, sum * sum - 4 * area * area))) / 2);
+}
+
+// The light a mirrored sample is matched to is the source's skin (its features, nostrils and what lies
+// past its outline left out) blurred over this share of its face, measured on a halving of the photo
+// about MIRROR_LIGHT_TEXELS across the face.
+const MIRROR_LIGHT_SPAN = 1 / 8;
+const MIRROR_LIGHT_TEXELS = 32;
+// How far a mirrored sample's light is moved, at most, per channel.
+const MIRROR_GAIN = [0.5, 2] as const;
+const mirrorGainCache = new WeakMap<SourceFace, Float32Array>();
+
+/**
+ * Per point and channel, how much brighter the source's skin is about the point than about its mirror
+ * image. A texture taken from the mirror image carries the light of the other side of the source's
+ * face: lit by a blue light from one side, that side's skin drawn beside this side's left a step where
+ * the two met, which the relight, measuring light over a wider span, turned into a dark line from the
+ * eye down the cheek. Scaled by the gain, the mirrored texture keeps its detail and takes this side's
+ * light. Measured with the features in, the gain at a point by the eye set the lashes' darkness
+ * against the skin's, and more speckles showed about the mirrored eye.
+ */
+function mirrorGains(source: SourceFace, levels: Level[], sampled: Float32Array, mirror: Int32Array): Float32Array {
+  let gains = mirrorGainCache.get(source);
+  if (gains) return gains;
+  const bounds = pointBounds(source.mesh);
+  const faceSize = Math.sqrt((bounds.maxX - bounds.minX) * (bounds.maxY - bounds.minY));
+  let level = 0;
+  while (level + 1 < levels.length && faceSize / 2 ** (level + 1) >= MIRROR_LIGHT_TEXELS) level++;
+  const { pixels, width, height } = levels[level]!;
+  const unit = 1 / 2 ** level;
+  const mesh = source.mesh.map((v) => v * unit);
+  const n = width * height;
+  const skin = scratch("mirrorSkin", n).fill(0);
+  fillPolygon(skin, width, height, mesh, OVAL, 0, 0, 1);
+  const unlit = unlitMask("mirrorUnlit", featureMask("mirrorFeatures", mesh, 0, 0, width, height), mesh, 0, 0, width, height);
+  const packed = scratch("mirrorLight", n * 4);
+  for (let i = 0; i < n; i++) {
+    const weight = skin[i]! * (1 - unlit[i]!);
+    for (let c = 0; c < 3; c++) packed[i * 4 + c] = pixels[i * 3 + c]! * weight;
+    packed[i * 4 + 3] = weight;
+  }
+  const radius = Math.max(1, MIRROR_LIGHT_SPAN * faceSize * unit);
+  const field = boxBlur(boxBlur(packed, scratch("mirrorLight1", n * 4), width, height, 4, radius), packed, width, height, 4, radius);
+  const light = new Float32Array(mirror.length * 4);
+  for (let v = 0; v < mirror.length; v++) sampleField(field, width, height, sampled[2 * v]! * unit - 0.5, sampled[2 * v + 1]! * unit - 0.5, light, 4 * v);
+  gains = new Float32Array(mirror.length * 3).fill(1);
+  for (let v = 0; v < mirror.length; v++) {
+    const m = mirror[v]!, own = light[4 * v + 3]!, other = light[4 * m + 3]!;
+    if (own < 1e-3 || other < 1e-3) continue;
+    for (let c = 0; c < 3; c++) {
+      const ratio = (light[4 * v + c]! / own + 1) / (light[4 * m + c]! / other + 1);
+      gains[3 * v + c] = Math.min(MIRROR_GAIN[1], Math.max(MIRROR_GAIN[0], ratio));
+    }
+  }
+  mirrorGainCache.set(source, gains);
+  return gains;
+}
+
+/** The four-channel field at (sx, sy), bilinearly (edges clamped), into `out` at `o`. */
+function sampleField(field: Float32Array, w: number, h: number, sx: number, sy: number, out: Float32Array, o: number): void {
+  const x = Math.min(w - 1.001, Math.max(0, sx)), y = Math.min(h - 1.001, Math.max(0, sy));
+  const ix = Math.floor(x), iy = Math.floor(y), fx = x - ix, fy = y - iy;
+  const p = (iy * w + ix) * 4, q = p + w * 4;
+  for (let c = 0; c < 4; c++) {
+    const top = field[p + c]! + fx * (field[p + 4 + c]! - field[p + c]!);
+    const bottom = field[q + c]! + fx * (field[q + 4 + c]! - field[q + c]!);
+    out[o + c] = top + fy * (bottom - top);
+  }
 }
 
 // How far past the target's outline the new face may reach, as a share of the outline's size: about
