@@ -638,7 +638,6 @@ describe("the same render twice", () => {
   });
 });
 
-
 describe("face detector", () => {
   it("writes one crop per person of a multi-face photo, named <frame>-<index>.png", async () => {
     const out = path.join(dir, "detected");

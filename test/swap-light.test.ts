@@ -59,9 +59,11 @@ function swapped(face: SourceFace): Uint8Array {
 
 describe("the new face's light", () => {
   // Where the photo shows one side of the face foreshortened, the new face takes that side's texture
-  // from the other side's (see sourceTrust). Drawn with the other side's light, a shadow on the photo
-  // darkened the mirrored cheek in a patch with an edge, 17 levels on the worst block of the stairs'
-  // faces; with its light matched to the side it is drawn on, 10, the features' own differences.
+  // from the other side's (see sourceTrust): for these faces, the photo's right. Drawn with that side's
+  // light, a shadow over it darkened the mirrored cheeks in patches with an edge, 16.9 levels on the
+  // worst block of the stairs' faces; with the light matched to the side it is drawn on, 10.6, the
+  // features' own differences. A shadow over the photo's left, where nothing is mirrored from, gave
+  // 9.9 and gives 10.1: that side guards against the match changing what it should leave alone.
   it.each(["left", "right"] as const)("is the footage's, not the photo's: a shadow over the photo's %s side leaves no patch on the new face", (side) => {
     expect(faces.length).toBe(5);
     const plain = swapped(source);

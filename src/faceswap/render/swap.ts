@@ -455,16 +455,9 @@ function warpTriangles(
       if (z < zTarget[i]!) zTarget[i] = z;
     });
   }
-  let sminX = Infinity, sminY = Infinity, smaxX = -Infinity, smaxY = -Infinity;
-  for (let i = 0; i < source.mesh.length; i += 2) {
-    sminX = Math.min(sminX, source.mesh[i]!);
-    smaxX = Math.max(smaxX, source.mesh[i]!);
-    sminY = Math.min(sminY, source.mesh[i + 1]!);
-    smaxY = Math.max(smaxY, source.mesh[i + 1]!);
-  }
   const levels = pyramid(source, triangles, mirror);
   const sampled = insetMesh(source);
-  const level = Math.max(0, Math.min(levels.length - 1, Math.floor(Math.log2(Math.sqrt((smaxX - sminX) * (smaxY - sminY)) / faceSize))));
+  const level = Math.max(0, Math.min(levels.length - 1, Math.floor(Math.log2(sourceSize(source) / faceSize))));
   const { pixels: src, width: sw, height: sh } = levels[level]!;
   const unit = 1 / 2 ** level;
   // Pass 2: the source through the reshaped mesh, nearest first, where the target's own surface is
@@ -598,12 +591,17 @@ function stretchOf(drawnMesh: Float32Array, sourceMesh: Float32Array, a: number,
 }
 
 // The light a mirrored sample is matched to is the source's skin (its features, nostrils and what lies
-// past its outline left out) blurred over this share of its face, measured on a halving of the photo
-// about MIRROR_LIGHT_TEXELS across the face.
+// past its outline left out) blurred twice with a box of this radius, as a share of its face (as
+// relight's radius), on a halving of the photo about MIRROR_LIGHT_TEXELS across the face.
 const MIRROR_LIGHT_SPAN = 1 / 8;
 const MIRROR_LIGHT_TEXELS = 32;
-// How far a mirrored sample's light is moved, at most, per channel.
+// How far a mirrored sample's light is moved, at most, per channel. The two sides of a photo lit from
+// one side differ by well under this; a larger ratio is a point whose skin light is mostly hair or
+// shadow at the outline, and scaled by it the mirrored texture would be a dark or bright blotch.
 const MIRROR_GAIN = [0.5, 2] as const;
+// Added to each side's light before the ratio, so that a nearly black channel (a deep shadow's blue)
+// gives a gain near 1 rather than one that only the clamp holds.
+const LIGHT_FLOOR = 1;
 const mirrorGainCache = new WeakMap<SourceFace, Float32Array>();
 
 /**
@@ -613,30 +611,32 @@ const mirrorGainCache = new WeakMap<SourceFace, Float32Array>();
  * the two met, which the relight, measuring light over a wider span, turned into a dark line from the
  * eye down the cheek. Scaled by the gain, the mirrored texture keeps its detail and takes this side's
  * light. Measured with the features in, the gain at a point by the eye set the lashes' darkness
- * against the skin's, and more speckles showed about the mirrored eye.
+ * against the skin's, and more speckles showed about the mirrored eye. Where something covered the
+ * photo's face, `levels` carry the mirror side's skin there (see withoutOccluders), so the gain
+ * about those points tends to 1: the texture drawn there is the mirror side's either way.
  */
 function mirrorGains(source: SourceFace, levels: Level[], sampled: Float32Array, mirror: Int32Array): Float32Array {
   let gains = mirrorGainCache.get(source);
   if (gains) return gains;
-  const bounds = pointBounds(source.mesh);
-  const faceSize = Math.sqrt((bounds.maxX - bounds.minX) * (bounds.maxY - bounds.minY));
+  const faceSize = sourceSize(source);
   let level = 0;
   while (level + 1 < levels.length && faceSize / 2 ** (level + 1) >= MIRROR_LIGHT_TEXELS) level++;
   const { pixels, width, height } = levels[level]!;
   const unit = 1 / 2 ** level;
   const mesh = source.mesh.map((v) => v * unit);
   const n = width * height;
-  const skin = scratch("mirrorSkin", n).fill(0);
+  // Made once per photo: plain arrays, not scratch buffers kept for every face after.
+  const skin = new Float32Array(n);
   fillPolygon(skin, width, height, mesh, OVAL, 0, 0, 1);
   const unlit = unlitMask("mirrorUnlit", featureMask("mirrorFeatures", mesh, 0, 0, width, height), mesh, 0, 0, width, height);
-  const packed = scratch("mirrorLight", n * 4);
+  const packed = new Float32Array(n * 4);
   for (let i = 0; i < n; i++) {
     const weight = skin[i]! * (1 - unlit[i]!);
     for (let c = 0; c < 3; c++) packed[i * 4 + c] = pixels[i * 3 + c]! * weight;
     packed[i * 4 + 3] = weight;
   }
   const radius = Math.max(1, MIRROR_LIGHT_SPAN * faceSize * unit);
-  const field = boxBlur(boxBlur(packed, scratch("mirrorLight1", n * 4), width, height, 4, radius), packed, width, height, 4, radius);
+  const field = boxBlur(boxBlur(packed, new Float32Array(n * 4), width, height, 4, radius), packed, width, height, 4, radius);
   const light = new Float32Array(mirror.length * 4);
   for (let v = 0; v < mirror.length; v++) sampleField(field, width, height, sampled[2 * v]! * unit - 0.5, sampled[2 * v + 1]! * unit - 0.5, light, 4 * v);
   gains = new Float32Array(mirror.length * 3).fill(1);
@@ -644,12 +644,18 @@ function mirrorGains(source: SourceFace, levels: Level[], sampled: Float32Array,
     const m = mirror[v]!, own = light[4 * v + 3]!, other = light[4 * m + 3]!;
     if (own < 1e-3 || other < 1e-3) continue;
     for (let c = 0; c < 3; c++) {
-      const ratio = (light[4 * v + c]! / own + 1) / (light[4 * m + c]! / other + 1);
+      const ratio = (light[4 * v + c]! / own + LIGHT_FLOOR) / (light[4 * m + c]! / other + LIGHT_FLOOR);
       gains[3 * v + c] = Math.min(MIRROR_GAIN[1], Math.max(MIRROR_GAIN[0], ratio));
     }
   }
   mirrorGainCache.set(source, gains);
   return gains;
+}
+
+/** Geometric mean of the width and height of the source's mesh, photo pixels. */
+function sourceSize(source: SourceFace): number {
+  const { minX, minY, maxX, maxY } = pointBounds(source.mesh);
+  return Math.sqrt((maxX - minX) * (maxY - minY));
 }
 
 /** The four-channel field at (sx, sy), bilinearly (edges clamped), into `out` at `o`. */
