@@ -175,6 +175,18 @@ export function sampleTriangle(src: Uint8Array, sw: number, sh: number, corners:
   sampleCubic(src, sw, sh, sx, sy, out, o);
 }
 
+/** The four-channel field at (sx, sy), bilinearly (edges clamped), into `out` at `o`. */
+export function sampleField(field: Float32Array, w: number, h: number, sx: number, sy: number, out: Float32Array, o: number): void {
+  const x = Math.min(w - 1.001, Math.max(0, sx)), y = Math.min(h - 1.001, Math.max(0, sy));
+  const ix = Math.floor(x), iy = Math.floor(y), fx = x - ix, fy = y - iy;
+  const p = (iy * w + ix) * 4, q = p + w * 4;
+  for (let c = 0; c < 4; c++) {
+    const top = field[p + c]! + fx * (field[p + 4 + c]! - field[p + c]!);
+    const bottom = field[q + c]! + fx * (field[q + 4 + c]! - field[q + c]!);
+    out[o + c] = top + fy * (bottom - top);
+  }
+}
+
 const cubicX = new Float32Array(4), cubicY = new Float32Array(4);
 
 /** Catmull-Rom weights of the 4 samples around a point at `t` (0..1) past the second. */

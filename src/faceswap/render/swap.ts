@@ -4,7 +4,7 @@ import { targetExpression } from "./expression.js";
 import { matchGrain } from "./grain.js";
 import { BROWS, EYE_CORNERS, EYE_OPENINGS, facingSign, featureMask, INNER_LIPS, LIPS, OVAL, rasterise, signedArea, unlitMask } from "./mesh.js";
 import { darkMarks, handMask, MARK_EDGE, occlusion } from "./occlusion.js";
-import { boxBlur, fillPolygon, fromYCbCr, grownPolygon, pointBounds, sampleTriangle, toYCbCr, ycbcr } from "./pixels.js";
+import { boxBlur, fillPolygon, fromYCbCr, grownPolygon, pointBounds, sampleField, sampleTriangle, toYCbCr, ycbcr } from "./pixels.js";
 import { pushPull } from "./push-pull.js";
 import { scratch } from "./scratch.js";
 import { withoutOccluders } from "./source-occluders.js";
@@ -625,7 +625,8 @@ function mirrorGains(source: SourceFace, levels: Level[], sampled: Float32Array,
   const unit = 1 / 2 ** level;
   const mesh = source.mesh.map((v) => v * unit);
   const n = width * height;
-  // Made once per photo: plain arrays, not scratch buffers kept for every face after.
+  // Made once per photo: its own arrays rather than scratch buffers, which are kept for every frame after
+  // (the masks' functions take scratch names; nothing reads those buffers past this call).
   const skin = new Float32Array(n);
   fillPolygon(skin, width, height, mesh, OVAL, 0, 0, 1);
   const unlit = unlitMask("mirrorUnlit", featureMask("mirrorFeatures", mesh, 0, 0, width, height), mesh, 0, 0, width, height);
@@ -656,18 +657,6 @@ function mirrorGains(source: SourceFace, levels: Level[], sampled: Float32Array,
 function sourceSize(source: SourceFace): number {
   const { minX, minY, maxX, maxY } = pointBounds(source.mesh);
   return Math.sqrt((maxX - minX) * (maxY - minY));
-}
-
-/** The four-channel field at (sx, sy), bilinearly (edges clamped), into `out` at `o`. */
-function sampleField(field: Float32Array, w: number, h: number, sx: number, sy: number, out: Float32Array, o: number): void {
-  const x = Math.min(w - 1.001, Math.max(0, sx)), y = Math.min(h - 1.001, Math.max(0, sy));
-  const ix = Math.floor(x), iy = Math.floor(y), fx = x - ix, fy = y - iy;
-  const p = (iy * w + ix) * 4, q = p + w * 4;
-  for (let c = 0; c < 4; c++) {
-    const top = field[p + c]! + fx * (field[p + 4 + c]! - field[p + c]!);
-    const bottom = field[q + c]! + fx * (field[q + 4 + c]! - field[q + c]!);
-    out[o + c] = top + fy * (bottom - top);
-  }
 }
 
 // How far past the target's outline the new face may reach, as a share of the outline's size: about
