@@ -868,6 +868,13 @@ const FEATURE_SHARPEN_DAMP = 0.3;
 // softened) up to the style's fixed amounts.
 const SHARPEN_STEP = 0.05;
 const LEAST_SHARPEN = -0.5;
+// The most the unsharp mask may multiply the energy of the new face's own finest band of skin by,
+// whatever the footage shows. The footage's skin energy is its person's creases and pores as much as
+// its camera's sharpness: matched to it, the stairs' lower-left face (deep creases in warm side light)
+// took the most amount, 2.8, on every frame, which multiplied the young photo's skin texture by 8
+// and more (the bench clip's faces by 8 at the median) into creases decades older than the photo.
+// The sofa's sharp footage asks for 3.3-4.9, which stays.
+const SKIN_TEXTURE_GAIN = 5;
 
 /** Unsharp amounts on the new face's skin and on its features (see sharpenLuma). */
 interface Sharpening {
@@ -879,8 +886,9 @@ interface Sharpening {
  * Unsharp amounts that leave the new face no crisper than the footage's face under it, on its skin
  * and on its features each, at most `most`: on each, the largest at which the energy of the new
  * face's finest band of luma (luma minus its radius-1 blur) stays within `headroom` times the
- * footage's over the same pixels, well inside the drawn face (its outline is a step). Footage often
- * has smooth skin and crisp eyes and lips (make-up, a soft camera): one amount for both either etched
+ * footage's over the same pixels, well inside the drawn face (its outline is a step), and on skin
+ * within SKIN_TEXTURE_GAIN times its own. Footage often has smooth skin and crisp eyes and lips
+ * (make-up, a soft camera): one amount for both either etched
  * the source photo's skin texture into creases or left the features soft beside the hair, and the
  * fixed 2.2 outlined the turned clip's new faces, on soft footage, at twice the footage's Laplacian
  * variance. (Matching instead the ratio of that band to the next coarser one, a measure of blur
@@ -917,13 +925,14 @@ function matchedSharpening(warped: Float32Array, target: Float32Array, drawn: Fl
     sum[2]! += e * e;
     sum[3]! += (luma[2 * i + 1]! - lumaBlurred[2 * i + 1]!) ** 2;
   }
-  const amount = ([ff, fe, ee, footage]: Float64Array, least: number, limit: number) => {
+  const amount = ([ff, fe, ee, footage]: Float64Array, least: number, limit: number, gain: number) => {
     if (!(ff! > 0)) return limit;
+    const allowed = Math.min(headroom * footage!, gain * ff!);
     let best = least;
-    for (let a = least; a <= limit + 1e-9 && ff! + 2 * a * fe! + a * a * ee! <= headroom * footage!; a += SHARPEN_STEP) best = a;
+    for (let a = least; a <= limit + 1e-9 && ff! + 2 * a * fe! + a * a * ee! <= allowed; a += SHARPEN_STEP) best = a;
     return Math.min(limit, best);
   };
-  return { skin: amount(sums[0], LEAST_SHARPEN, most.skin), features: amount(sums[1], 0, most.features) };
+  return { skin: amount(sums[0], LEAST_SHARPEN, most.skin, SKIN_TEXTURE_GAIN), features: amount(sums[1], 0, most.features, Infinity) };
 }
 
 /**
