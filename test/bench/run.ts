@@ -34,6 +34,8 @@ async function main(): Promise<void> {
       DATABASE_POOL_SIZE: "20",
       // The webhook section's receiver listens on loopback.
       WEBHOOK_ALLOW_PRIVATE: "true",
+      // BENCH_SERVER_CPU_PROF=<dir> writes the server's CPU profile there when it stops.
+      ...(process.env.BENCH_SERVER_CPU_PROF && { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${process.env.BENCH_SERVER_CPU_PROF}` }),
     },
     // Kept after the run for reading, and named per run: two benches at once must not share a log.
     path.join(os.tmpdir(), `atrium-bench-server-${process.pid}.log`),
