@@ -40,9 +40,12 @@ export interface StyleParams {
    * its light moved 90 % of the way) 0.61-0.94. With the light moved all the way, a bright photo on
    * darker footage keeps its detail's contrast only against the darker level, and v2 at 1.4 left the
    * sofa's faces at 0.62 (the floor is 0.68); at 1.7 (and an unsharp mask of up to 2.8) they keep 0.73,
-   * the test clips 0.64-0.97.
+   * the test clips 0.64-0.97. On skin v2 keeps 1.5: at 1.7 the stairs' faces, softer footage, came
+   * out sharper than the footage around them (1.19 of its Laplacian variance at the median, up to
+   * 1.34; the out-of-focus woman's skin etched), at 1.5 1.08 (up to 1.24), with the sofa's at 0.71; at
+   * 1.4 the sofa's fell to its floor, at 1.2 under it (0.66).
    */
-  sharpenHeadroom: number;
+  sharpenHeadroom: { skin: number; features: number };
   /** Share of the target's own fine detail (high-pass) kept on top of the new face. */
   keepTexture: number;
   /** Feather width of the mask edge as a share of the face's size. */
@@ -80,8 +83,8 @@ export interface StyleParams {
  * the features, which are sharp already.
  */
 export const STYLES: Record<StyleVersion, StyleParams> = {
-  v1: { opacity: 0.95, chromaDetail: 0.2, lightRadius: 0.25, sharpen: 1.8, sharpenHeadroom: 1.4, keepTexture: 0.4, feather: 0.08, reshape: 0.5 },
-  v2: { opacity: 1, chromaDetail: 0.6, lightRadius: 0.08, sharpen: 2.8, sharpenHeadroom: 1.7, keepTexture: 0, feather: 0.045, reshape: 1 },
+  v1: { opacity: 0.95, chromaDetail: 0.2, lightRadius: 0.25, sharpen: 1.8, sharpenHeadroom: { skin: 1.4, features: 1.4 }, keepTexture: 0.4, feather: 0.08, reshape: 0.5 },
+  v2: { opacity: 1, chromaDetail: 0.6, lightRadius: 0.08, sharpen: 2.8, sharpenHeadroom: { skin: 1.5, features: 1.7 }, keepTexture: 0, feather: 0.045, reshape: 1 },
 };
 
 // The face outline stays where the target's is, so the blend edge follows the target's head; only the
@@ -885,17 +888,19 @@ interface Sharpening {
 /**
  * Unsharp amounts that leave the new face no crisper than the footage's face under it, on its skin
  * and on its features each, at most `most`: on each, the largest at which the energy of the new
- * face's finest band of luma (luma minus its radius-1 blur) stays within `headroom` times the
+ * face's finest band of luma (luma minus its radius-1 blur) stays within `headroom` (of each) times the
  * footage's over the same pixels, well inside the drawn face (its outline is a step), and on skin
  * within SKIN_TEXTURE_GAIN times its own. Footage often has smooth skin and crisp eyes and lips
- * (make-up, a soft camera): one amount for both either etched
- * the source photo's skin texture into creases or left the features soft beside the hair, and the
+ * (make-up, a soft camera): one amount for both either etched the source photo's skin texture into
+ * creases or left the features soft beside the hair, and the
  * fixed 2.2 outlined the turned clip's new faces, on soft footage, at twice the footage's Laplacian
  * variance. (Matching instead the ratio of that band to the next coarser one, a measure of blur
  * that content does not move, left every face soft: the warped photo's finest band is resampling
  * texture more than edges.)
  */
-function matchedSharpening(warped: Float32Array, target: Float32Array, drawn: Float32Array, features: Float32Array, w: number, h: number, most: Sharpening, headroom: number): Sharpening {
+function matchedSharpening(
+  warped: Float32Array, target: Float32Array, drawn: Float32Array, features: Float32Array, w: number, h: number, most: Sharpening, headroom: StyleParams["sharpenHeadroom"],
+): Sharpening {
   const n = w * h;
   // Per pixel: the new face's luma and the footage's; then the new face's high-pass on skin and on features.
   const luma = scratch("sharpLuma", 2 * n), lumaBlurred = scratch("sharpLumaBlurred", 2 * n);
@@ -925,14 +930,17 @@ function matchedSharpening(warped: Float32Array, target: Float32Array, drawn: Fl
     sum[2]! += e * e;
     sum[3]! += (luma[2 * i + 1]! - lumaBlurred[2 * i + 1]!) ** 2;
   }
-  const amount = ([ff, fe, ee, footage]: Float64Array, least: number, limit: number, gain: number) => {
+  const amount = ([ff, fe, ee, footage]: Float64Array, least: number, limit: number, room: number, gain: number) => {
     if (!(ff! > 0)) return limit;
-    const allowed = Math.min(headroom * footage!, gain * ff!);
+    const allowed = Math.min(room * footage!, gain * ff!);
     let best = least;
     for (let a = least; a <= limit + 1e-9 && ff! + 2 * a * fe! + a * a * ee! <= allowed; a += SHARPEN_STEP) best = a;
     return Math.min(limit, best);
   };
-  return { skin: amount(sums[0], LEAST_SHARPEN, most.skin, SKIN_TEXTURE_GAIN), features: amount(sums[1], 0, most.features, Infinity) };
+  return {
+    skin: amount(sums[0], LEAST_SHARPEN, most.skin, headroom.skin, SKIN_TEXTURE_GAIN),
+    features: amount(sums[1], 0, most.features, headroom.features, Infinity),
+  };
 }
 
 /**
