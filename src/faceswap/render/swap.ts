@@ -888,15 +888,14 @@ interface Sharpening {
 /**
  * Unsharp amounts that leave the new face no crisper than the footage's face under it, on its skin
  * and on its features each, at most `most`: on each, the largest at which the energy of the new
- * face's finest band of luma (luma minus its radius-1 blur) stays within `headroom` (of each) times the
- * footage's over the same pixels, well inside the drawn face (its outline is a step), and on skin
- * within SKIN_TEXTURE_GAIN times its own. Footage often has smooth skin and crisp eyes and lips
- * (make-up, a soft camera): one amount for both either etched the source photo's skin texture into
- * creases or left the features soft beside the hair, and the
- * fixed 2.2 outlined the turned clip's new faces, on soft footage, at twice the footage's Laplacian
- * variance. (Matching instead the ratio of that band to the next coarser one, a measure of blur
- * that content does not move, left every face soft: the warped photo's finest band is resampling
- * texture more than edges.)
+ * face's finest band of luma (luma minus its radius-1 blur) stays within that region's `headroom`
+ * times the footage's over the same pixels, well inside the drawn face (its outline is a step), and
+ * on skin within SKIN_TEXTURE_GAIN times its own. Footage often has smooth skin and crisp eyes and
+ * lips (make-up, a soft camera): one amount for both either etched the source photo's skin texture
+ * into creases or left the features soft beside the hair, and the fixed 2.2 outlined the turned
+ * clip's new faces, on soft footage, at twice the footage's Laplacian variance. (Matching instead the
+ * ratio of that band to the next coarser one, a measure of blur that content does not move, left
+ * every face soft: the warped photo's finest band is resampling texture more than edges.)
  */
 function matchedSharpening(
   warped: Float32Array, target: Float32Array, drawn: Float32Array, features: Float32Array, w: number, h: number, most: Sharpening, headroom: StyleParams["sharpenHeadroom"],
