@@ -61,7 +61,8 @@ export interface StyleParams {
  * (pixels far from its skin colour), relight the new face with the target's low-frequency light and
  * colour (the target's low band under the new face's high band; on skin only a little of the source's
  * finer chroma and none of its specular highlights stay, so a coloured light on the source photo does
- * not; its light and colour go all the way to the target's, so its brightness is the neck's), and lay
+ * not; its light and colour go all the way to the target's, so its brightness is the neck's; the
+ * target's own highlights go back on top, see targetHighlights), and lay
  * it on with a multi-band (Laplacian pyramid) blend whose support ends inside the target's visible
  * face, so neither a seam nor a colour step shows. (A Poisson-style blend from the
  * outline's differences was tried and left out: hair and background along the outline stained the face
@@ -345,6 +346,7 @@ export function swapFace(
     sharpenLuma(warped, w, h, matchedSharpening(warped, targetPatch, drawn, drawnFeatures, w, h, most, style.sharpenHeadroom), drawnFeatures);
   }
   if (style.keepTexture > 0) addDetail(warped, targetPatch, w, h, style.keepTexture, Math.max(1, faceSize / 80));
+  targetHighlights(warped, targetPatch, targetSkin, drawn, targetUnlit, targetFeatures, drawnFeatures, w, h, faceSize);
   // Grain comes last: sharpened, it would be coarser than the footage's.
   const bothSkin = scratch("bothSkin", n);
   for (let i = 0; i < n; i++) bothSkin[i] = targetSkin[i]! * sourceSkin[i]!;
@@ -853,6 +855,105 @@ const SKIN_CHROMA_DETAIL = 0.15;
 // Luma more than HIGHLIGHT times the source's local level keeps HIGHLIGHT_KEEP of the excess.
 const HIGHLIGHT = 1.2;
 const HIGHLIGHT_KEEP = 0.3;
+
+// The target's highlights are measured against its skin's level blurred over this share of the face
+// (a nose tip's highlight is narrower than the relight's blur, which averages it away).
+const HIGHLIGHT_LEVEL = 0.06;
+// Luma past the level that its chroma does not explain, as a share of the level: from the first the
+// target's pixel starts to show through, from the second it shows alone (smoothly between). With 0.15
+// and 0.35 the stairs' lit nose tip came out a smaller, hard-edged white spot; from 0.08 it fades
+// out as the footage's does.
+const HIGHLIGHT_EXCESS = [0.08, 0.4] as const;
+// No highlight is taken within this share of the face of either face's eyes, brows and lips, nor as
+// close to the face's outline: the stairs' shimmering eye shadow passed for one, and so did the
+// whites of eyes the new face's features had moved away from, and light hair at a temple.
+const HIGHLIGHT_MARGIN = 0.1;
+
+/**
+ * Lays the target's specular highlights (a lit nose tip, a shine on the forehead or a cheekbone) over
+ * the new face. They are the footage's light on the target's shape, which the new face is drawn on;
+ * the relight's blur averages them away, so a shiny face came out matte beside its own neck. A
+ * highlight adds the light's colour on top of the skin's: its luma rises past the skin's level with
+ * chroma that does not rise with it, where more light of the skin's colour (a lit cheek, a crease's
+ * ridge) raises both, and stays the new face's.
+ */
+function targetHighlights(
+  warped: Float32Array,
+  target: Float32Array,
+  skin: Float32Array,
+  drawn: Float32Array,
+  unlit: Float32Array,
+  targetFeatures: Float32Array,
+  drawnFeatures: Float32Array,
+  w: number,
+  h: number,
+  faceSize: number,
+): void {
+  // Both fields are smooth, so they are made at half the patch's resolution (a quarter of the blurs'
+  // work) and read back bilinearly.
+  const hw = Math.ceil(w / 2), hh = Math.ceil(h / 2), hn = hw * hh;
+  const level = scratch("highlightLevel", hn * 4).fill(0);
+  const masks = scratch("highlightMasks", hn * 2).fill(0);
+  for (let y = 0; y < h; y++) {
+    for (let x = 0; x < w; x++) {
+      const i = y * w + x, c = (y >> 1) * hw + (x >> 1), q = c * 4;
+      masks[c * 2]! += Math.max(targetFeatures[i]!, drawnFeatures[i]!);
+      masks[c * 2 + 1]! += drawn[i]!;
+      const wt = skin[i]!;
+      if (wt <= 0) continue;
+      toYCbCr(target, i * 3);
+      level[q]! += wt * ycbcr[0];
+      level[q + 1]! += wt * ycbcr[1];
+      level[q + 2]! += wt * ycbcr[2];
+      level[q + 3]! += wt;
+    }
+  }
+  // A half-resolution cell sums up to four pixels: the masks' shares are of four.
+  for (let c = 0; c < hn * 2; c++) masks[c]! *= 0.25;
+  const radius = Math.max(0.5, (HIGHLIGHT_LEVEL * faceSize) / 2), margin = Math.max(0.5, (HIGHLIGHT_MARGIN * faceSize) / 2);
+  boxBlur(boxBlur(level, scratch("highlightLevel1", hn * 4), hw, hh, 4, radius), level, hw, hh, 4, radius);
+  boxBlur(masks, masks, hw, hh, 2, margin);
+  // Per cell: the skin's level (luma, and chroma over its squared length), and where highlights may
+  // be taken, fading out near the features and the outline.
+  for (let c = 0, q = 0; c < hn; c++, q += 4) {
+    const wt = level[q + 3]!;
+    const ly = level[q]! / Math.max(wt, 1e-6), lcb = level[q + 1]! / Math.max(wt, 1e-6), lcr = level[q + 2]! / Math.max(wt, 1e-6);
+    // Skin this grey gives no colour to tell a highlight from more light by.
+    const chroma2 = lcb * lcb + lcr * lcr;
+    const usable = wt >= 1e-3 && chroma2 >= 4;
+    level[q] = ly;
+    level[q + 1] = usable ? lcb / chroma2 : 0;
+    level[q + 2] = usable ? lcr / chroma2 : 0;
+    level[q + 3] = usable ? Math.max(0, 1 - 8 * masks[c * 2]!) * Math.max(0, Math.min(1, 4 * masks[c * 2 + 1]! - 3)) : 0;
+  }
+  const [from, to] = HIGHLIGHT_EXCESS;
+  const at = highlightSample;
+  for (let y = 0; y < h; y++) {
+    for (let x = 0; x < w; x++) {
+      const i = y * w + x, p = i * 3;
+      if (drawn[i]! <= 0 || unlit[i]! >= 1) continue;
+      // Not halfway past the nearest cell's level (close to the interpolated one), a pixel is no
+      // highlight: most are left here, before the interpolation.
+      const near = level[((y >> 1) * hw + (x >> 1)) * 4]!;
+      if (0.299 * target[p]! + 0.587 * target[p + 1]! + 0.114 * target[p + 2]! - near <= 0.5 * from * (near + 1)) continue;
+      sampleField(level, hw, hh, (x + 0.5) / 2 - 0.5, (y + 0.5) / 2 - 0.5, at, 0);
+      // Off the nose's base (its nostrils) too.
+      const where = drawn[i]! * (1 - unlit[i]!) * at[3]!;
+      if (where <= 0) continue;
+      const ly = at[0]!;
+      toYCbCr(target, p);
+      // How much more of the skin's colour the pixel has than the level: the luma that explains.
+      const more = ycbcr[1] * at[1]! + ycbcr[2] * at[2]!;
+      const excess = (ycbcr[0] - ly * Math.max(1, more)) / (ly + 1);
+      if (excess <= from) continue;
+      const t = Math.min(1, (excess - from) / (to - from));
+      const share = where * t * t * (3 - 2 * t);
+      for (let c = 0; c < 3; c++) warped[p + c]! += share * (target[p + c]! - warped[p + c]!);
+    }
+  }
+}
+
+const highlightSample = new Float32Array(4);
 
 /** Adds `amount` times the high-pass of `from` (itself minus its box blur of `radius`) to `to`. */
 function addDetail(to: Float32Array, from: Float32Array, w: number, h: number, amount: number, radius: number): void {
