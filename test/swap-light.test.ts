@@ -138,8 +138,8 @@ function median(values: number[]): number {
 describe("the footage's highlights", () => {
   // Share of each spot's light the new face shows, per face. Without highlights of their own, both
   // spots came through the relight alike (medians 0.46 and 0.44): a shine on the footage's nose went
-  // matte. With them, 0.77 against 0.56. The top-middle woman's nose is lit in the photo already, and
-  // takes both spots alike (0.61, 0.68): the medians.
+  // matte. With them, 0.82 against 0.58. The woman at the top right, her head raised, has the ridge
+  // of her nose lit in the photo already, and takes both spots alike (0.67, 0.78): hence medians.
   it("stay on the new face: a white shine on the nose's ridge carries over, the skin made brighter in its own colour far less", () => {
     const kept = (white: boolean) => {
       const lit = litNoses(white);
