@@ -981,7 +981,7 @@ const LEAST_SHARPEN = -0.5;
 const SKIN_TEXTURE_GAIN = 5;
 
 /** Unsharp amounts on the new face's skin and on its features (see sharpenLuma). */
-interface Sharpening {
+export interface Sharpening {
   skin: number;
   features: number;
 }
@@ -998,7 +998,7 @@ interface Sharpening {
  * ratio of that band to the next coarser one, a measure of blur that content does not move, left
  * every face soft: the warped photo's finest band is resampling texture more than edges.)
  */
-function matchedSharpening(
+export function matchedSharpening(
   warped: Float32Array, target: Float32Array, drawn: Float32Array, features: Float32Array, w: number, h: number, most: Sharpening, headroom: StyleParams["sharpenHeadroom"],
 ): Sharpening {
   const n = w * h;
@@ -1048,7 +1048,7 @@ function matchedSharpening(
  * features (mixed by the `features` mask): the same high-pass of luma added to each channel.
  * Sharpening each channel on its own also sharpens the warped source's chroma noise into coloured speckles.
  */
-function sharpenLuma(rgb: Float32Array, w: number, h: number, amount: Sharpening, features: Float32Array): void {
+export function sharpenLuma(rgb: Float32Array, w: number, h: number, amount: Sharpening, features: Float32Array): void {
   const blurred = boxBlur(rgb, scratch("detail", rgb.length), w, h, 3, 1);
   for (let p = 0; p < rgb.length; p += 3) {
     const feature = features[p / 3]!;
