@@ -52,8 +52,9 @@ function shadowedOnSide(face: SourceFace, size: number, side: "left" | "right"):
   return { ...face, pixels };
 }
 
-function swapped(face: SourceFace): Uint8Array {
-  const frame = Uint8Array.from(stairs.pixels);
+/** The stairs (or `footage`, a frame of the same size) with every face swapped from `face`. */
+function swapped(face: SourceFace, footage: Uint8Array = stairs.pixels): Uint8Array {
+  const frame = Uint8Array.from(footage);
   for (const target of faces) {
     swapFace(frame, stairs.width, stairs.height, target.mesh, target.depth, target.mesh, 0, face, human.faceTriangulation, mirror, STYLES.v2);
   }
@@ -121,15 +122,6 @@ function spotLift(pixels: Uint8Array, base: Uint8Array): number[] {
   });
 }
 
-/** The stairs as `pixels`, every face swapped from the photo. */
-function swappedOver(pixels: Uint8Array): Uint8Array {
-  const frame = Uint8Array.from(pixels);
-  for (const target of faces) {
-    swapFace(frame, stairs.width, stairs.height, target.mesh, target.depth, target.mesh, 0, source, human.faceTriangulation, mirror, STYLES.v2);
-  }
-  return frame;
-}
-
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.floor(sorted.length / 2)]!;
@@ -143,7 +135,7 @@ describe("the footage's highlights", () => {
   it("stay on the new face: a white shine on the nose's ridge carries over, the skin made brighter in its own colour far less", () => {
     const kept = (white: boolean) => {
       const lit = litNoses(white);
-      const input = spotLift(lit, stairs.pixels), output = spotLift(swappedOver(lit), plain);
+      const input = spotLift(lit, stairs.pixels), output = spotLift(swapped(source, lit), plain);
       return output.map((lift, i) => lift / input[i]!);
     };
     const shine = median(kept(true)), skin = median(kept(false));
