@@ -1,16 +1,18 @@
 import * as grpc from "@grpc/grpc-js";
+import { CHANNEL_DEFAULTS } from "../../src/client/grpc.js";
 
 /**
  * The lightest possible gRPC caller: requests go out pre-encoded and responses come back as bytes,
  * undecoded, so the load generator (which shares the machine's two cores with the server) spends
- * as little CPU per call as it can, the same for every scenario and the baseline.
+ * as little CPU per call as it can, the same for every scenario and the baseline. Its channel is
+ * set up as the project's own client's is.
  */
 export class RawClient {
   private readonly client: grpc.Client;
   private readonly metadata = new grpc.Metadata();
 
   constructor(address: string, token?: string) {
-    this.client = new grpc.Client(address, grpc.credentials.createInsecure());
+    this.client = new grpc.Client(address, grpc.credentials.createInsecure(), CHANNEL_DEFAULTS);
     if (token) this.metadata.set("authorization", `Bearer ${token}`);
   }
 
