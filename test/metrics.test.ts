@@ -86,6 +86,29 @@ describe("text format", () => {
     expect(parse(await metrics.render()).find((s) => s.name === "t_total")!.labels.v).toBe('a "quoted" \\ back\nslash');
   });
 
+  it("lists a held series only once it is added to, and adds to the same series as by labels", async () => {
+    const metrics = new Metrics();
+    const counter = metrics.counter("h_total", "Held.", ["v"]);
+    const histogram = metrics.histogram("h_seconds", "Held.", ["m"], [1]);
+    const held = counter.seriesOf({ v: "a" });
+    const observed = histogram.seriesOf({ m: "x" });
+    counter.seriesOf({ v: "never" });
+    expect(parse(await metrics.render())).toEqual([]);
+
+    held.inc();
+    counter.inc({ v: "a" }, 2);
+    held.inc(3);
+    observed.observe(0.5);
+    histogram.observe({ m: "x" }, 2);
+    expect(parse(await metrics.render())).toEqual([
+      { name: "h_total", labels: { v: "a" }, value: 6 },
+      { name: "h_seconds_bucket", labels: { m: "x", le: "1" }, value: 1 },
+      { name: "h_seconds_bucket", labels: { m: "x", le: "+Inf" }, value: 2 },
+      { name: "h_seconds_sum", labels: { m: "x" }, value: 2.5 },
+      { name: "h_seconds_count", labels: { m: "x" }, value: 2 },
+    ]);
+  });
+
   it("refuses a name registered twice", () => {
     const metrics = new Metrics();
     metrics.counter("dup_total", "x");

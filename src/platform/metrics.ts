@@ -22,6 +22,16 @@ interface Metric {
   readonly type: "counter" | "gauge" | "histogram";
 }
 
+/** One series of a counter, held by a caller that adds to it on a hot path: no key is built per add. */
+export interface CounterSeries {
+  inc(by?: number): void;
+}
+
+/** One series of a histogram, held as CounterSeries is. */
+export interface HistogramSeries {
+  observe(value: number): void;
+}
+
 export class Counter<L extends string> implements Metric {
   readonly type = "counter";
   private readonly values = new Map<string, { labels: Labels<L>; value: number }>();
@@ -33,10 +43,25 @@ export class Counter<L extends string> implements Metric {
   ) {}
 
   inc(labels: Labels<L>, by = 1): void {
+    this.entry(labels).value += by;
+  }
+
+  /** The series of `labels`, which appears in the output once it is first added to. */
+  seriesOf(labels: Labels<L>): CounterSeries {
+    let entry: { value: number } | undefined;
+    return {
+      inc: (by = 1) => {
+        entry ??= this.entry(labels);
+        entry.value += by;
+      },
+    };
+  }
+
+  private entry(labels: Labels<L>): { value: number } {
     const key = seriesKey(this.labelNames, labels);
-    const series = this.values.get(key);
-    if (series) series.value += by;
-    else this.values.set(key, { labels: { ...labels }, value: by });
+    let series = this.values.get(key);
+    if (!series) this.values.set(key, (series = { labels: { ...labels }, value: 0 }));
+    return series;
   }
 
   lines(): Promise<string[]> {
@@ -46,9 +71,16 @@ export class Counter<L extends string> implements Metric {
   }
 }
 
+interface HistogramEntry<L extends string> {
+  labels: Labels<L>;
+  counts: number[];
+  sum: number;
+  count: number;
+}
+
 export class Histogram<L extends string> implements Metric {
   readonly type = "histogram";
-  private readonly series = new Map<string, { labels: Labels<L>; counts: number[]; sum: number; count: number }>();
+  private readonly series = new Map<string, HistogramEntry<L>>();
 
   constructor(
     readonly name: string,
@@ -58,12 +90,25 @@ export class Histogram<L extends string> implements Metric {
   ) {}
 
   observe(labels: Labels<L>, value: number): void {
+    this.add(this.entry(labels), value);
+  }
+
+  /** The series of `labels`, which appears in the output once it is first observed. */
+  seriesOf(labels: Labels<L>): HistogramSeries {
+    let entry: HistogramEntry<L> | undefined;
+    return {
+      observe: (value) => this.add((entry ??= this.entry(labels)), value),
+    };
+  }
+
+  private entry(labels: Labels<L>): HistogramEntry<L> {
     const key = seriesKey(this.labelNames, labels);
     let series = this.series.get(key);
-    if (!series) {
-      series = { labels: { ...labels }, counts: this.buckets.map(() => 0), sum: 0, count: 0 };
-      this.series.set(key, series);
-    }
+    if (!series) this.series.set(key, (series = { labels: { ...labels }, counts: this.buckets.map(() => 0), sum: 0, count: 0 }));
+    return series;
+  }
+
+  private add(series: HistogramEntry<L>, value: number): void {
     // Counted in the first bucket that holds the value only; rendering makes the buckets cumulative.
     const bucket = this.buckets.findIndex((upper) => value <= upper);
     if (bucket >= 0) series.counts[bucket]! += 1;

@@ -3,7 +3,7 @@ import type { DescMethod } from "@bufbuild/protobuf";
 import { hasScope, type Authenticator, type Credential, type KeyChanges, type Principal } from "../platform/auth.js";
 import { Code, internalError, permissionDenied, RpcError, unauthenticated } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
-import type { Counter, Histogram, Metrics } from "../platform/metrics.js";
+import type { Counter, CounterSeries, Histogram, HistogramSeries, Metrics } from "../platform/metrics.js";
 import { encodedOnce, type CallContext, type CallResult, type IncomingCall, type RequiredScope, type ServiceImplementation } from "./call.js";
 import { registry } from "./descriptors.js";
 import { decodeRequest } from "./request-decoder.js";
@@ -57,8 +57,8 @@ export class Router {
   private readonly authenticate: Authenticator;
   /** Open streams by the id of the API key they authenticated with: the controller that ends each, and its credential. */
   private readonly streamsByKey = new Map<string, Map<AbortController, Credential | undefined>>();
-  /** Each method's log line fields that never change, serialised once (pino children) rather than per call. */
-  private readonly callLoggers = new Map<string, Record<IncomingCall["transport"], Logger>>();
+  /** What each method records of its calls, by transport (see CallRecorder). */
+  private readonly recorders = new Map<string, Record<IncomingCall["transport"], CallRecorder>>();
   /** Also used by the transports for faults outside any call. */
   readonly logger: Logger;
   /** Aborted when the server begins to shut down: calls that wait answer then (see CallContext.lasting). */
@@ -104,8 +104,12 @@ export class Router {
           },
         };
         this.methods.set(definition.path, method);
-        const callLogger = (transport: IncomingCall["transport"]) => logger.child({ event: "rpc", transport, method: definition.path });
-        this.callLoggers.set(definition.path, { grpc: callLogger("grpc"), http: callLogger("http") });
+        const recorder = (transport: IncomingCall["transport"]): CallRecorder => ({
+          logger: logger.child({ event: "rpc", transport, method: definition.path }),
+          duration: this.durations.seriesOf({ method: definition.path, transport }),
+          codes: new Map(),
+        });
+        this.recorders.set(definition.path, { grpc: recorder("grpc"), http: recorder("http") });
       }
     }
   }
@@ -267,9 +271,11 @@ export class Router {
   ): void {
     const ms = performance.now() - started;
     const { transport } = call;
-    // Only routed paths get here, so the method label takes a bounded set of values.
-    this.requests.inc({ method: method.path, code: Code[code], transport });
-    this.durations.observe({ method: method.path, transport }, ms / 1000);
+    const recorder = this.recorders.get(method.path)![transport];
+    let requests = recorder.codes.get(code);
+    if (!requests) recorder.codes.set(code, (requests = this.requests.seriesOf({ method: method.path, code: Code[code], transport })));
+    requests.inc();
+    recorder.duration.observe(ms / 1000);
     const fields: Record<string, unknown> = {
       code: Code[code],
       duration_ms: Math.round(ms * 1000) / 1000,
@@ -280,8 +286,20 @@ export class Router {
       fields.reason = error.reason;
       fields.message = error.message;
     }
-    this.callLoggers.get(method.path)![transport].info(fields, "rpc");
+    recorder.logger.info(fields, "rpc");
   }
+}
+
+/**
+ * A method's log line fields that never change, serialised once (a pino child), and its metric
+ * series for one transport, held rather than looked up by their labels on every call. Only routed
+ * paths have one, so the method label takes a bounded set of values.
+ */
+interface CallRecorder {
+  logger: Logger;
+  duration: HistogramSeries;
+  /** Calls finished, by status code: made on a code's first call, so /metrics lists only codes seen. */
+  codes: Map<Code, CounterSeries>;
 }
 
 /** What a handler gets; a class rather than an object literal, so that a call makes no closures for it. */
