@@ -3,7 +3,7 @@ import type * as protoLoader from "@grpc/proto-loader";
 import { ReflectionService } from "@grpc/reflection";
 import { HealthImplementation } from "grpc-health-check";
 import { Status } from "../../../gen/google/rpc/status.js";
-import { parseBearer } from "../../platform/auth.js";
+import { parseBearer, type Credential } from "../../platform/auth.js";
 import { internalError, RpcError } from "../../platform/errors.js";
 import { requestIdOf, type IncomingCall } from "../call.js";
 import { toBinary } from "@bufbuild/protobuf";
@@ -47,7 +47,7 @@ export async function startGrpcServer(router: Router, host: string, port: number
     if (!impl) byService.set(method.service.definition, (impl = {}));
     impl[method.key] = method.responseStream
       ? (call: grpc.ServerWritableStream<unknown, unknown>) => {
-          const { incoming, answered } = incomingCall(call);
+          const incoming = new GrpcIncomingCall(call);
           const requestId = incoming.requestId;
           let headersSent = false;
           void (async () => {
@@ -59,10 +59,10 @@ export async function startGrpcServer(router: Router, host: string, port: number
             call.end();
           })()
             .catch((error: unknown) => call.emit("error", failure(method, error, requestId)))
-            .finally(answered);
+            .finally(() => incoming.answered());
         }
       : (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
-          const { incoming, answered } = incomingCall(call);
+          const incoming = new GrpcIncomingCall(call);
           inFlight++;
           void (async () => {
             try {
@@ -72,7 +72,7 @@ export async function startGrpcServer(router: Router, host: string, port: number
             } catch (error) {
               callback(failure(method, error, incoming.requestId));
             } finally {
-              answered();
+              incoming.answered();
               if (--inFlight === 0) drained?.();
             }
           })();
@@ -161,38 +161,42 @@ function serviceName(methodPath: string): string {
 /**
  * The call as the Router sees it. Its signal, and the listener for the client's cancel behind it,
  * are made on first use: most calls never wait, and an AbortController and an event listener per
- * call showed in the profile. Call `answered` once the answer is sent: grpc-js reports every
- * finished call as cancelled when its stream closes.
+ * call showed in the profile. A class rather than an object literal with a getter, which V8 builds
+ * property by property on every call: 2.2 µs of each GetNamespace in a server profile, the class
+ * 0.7. Call
+ * `answered` once the answer is sent: grpc-js reports every finished call as cancelled when its
+ * stream closes.
  */
-function incomingCall(call: grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerWritableStream<unknown, unknown>): {
-  incoming: IncomingCall;
-  answered: () => void;
-} {
-  let controller: AbortController | undefined;
-  let signal: AbortSignal | undefined;
-  const onCancelled = () => controller!.abort(new Error("cancelled by the client"));
-  const token = parseBearer(String(call.metadata.get("authorization")[0] ?? ""));
-  const deadline = call.getDeadline();
-  const deadlineMs = deadline instanceof Date ? deadline.getTime() : deadline;
-  const incoming: IncomingCall = {
-    transport: "grpc",
-    credential: token ? { token, source: "bearer" } : undefined,
-    get signal() {
-      if (!signal) {
-        controller = new AbortController();
-        if (call.cancelled) onCancelled();
-        else call.once("cancelled", onCancelled);
-        signal = controller.signal;
-      }
-      return signal;
-    },
-    deadline: Number.isFinite(deadlineMs) ? deadlineMs : undefined,
-    requestId: requestIdOf(call.metadata.get("x-request-id")[0]),
-  };
-  const answered = () => {
-    if (controller) call.off("cancelled", onCancelled);
-  };
-  return { incoming, answered };
+class GrpcIncomingCall implements IncomingCall {
+  readonly transport = "grpc";
+  readonly credential: Credential | undefined;
+  readonly deadline: number | undefined;
+  readonly requestId: string;
+  private controller: AbortController | undefined;
+  private onCancelled: (() => void) | undefined;
+
+  constructor(private readonly call: grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerWritableStream<unknown, unknown>) {
+    const token = parseBearer(String(call.metadata.get("authorization")[0] ?? ""));
+    this.credential = token ? { token, source: "bearer" } : undefined;
+    const deadline = call.getDeadline();
+    const deadlineMs = deadline instanceof Date ? deadline.getTime() : deadline;
+    this.deadline = Number.isFinite(deadlineMs) ? deadlineMs : undefined;
+    this.requestId = requestIdOf(call.metadata.get("x-request-id")[0]);
+  }
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      const controller = (this.controller = new AbortController());
+      this.onCancelled = () => controller.abort(new Error("cancelled by the client"));
+      if (this.call.cancelled) this.onCancelled();
+      else this.call.once("cancelled", this.onCancelled);
+    }
+    return this.controller.signal;
+  }
+
+  answered(): void {
+    if (this.onCancelled) this.call.off("cancelled", this.onCancelled);
+  }
 }
 
 /** Waits until the stream takes more, or the call is over (a cancelled call never drains). */
